@@ -1,0 +1,131 @@
+"""Checked linear algebra: Cholesky with jitter and status, SPD solves without inverses.
+
+JAX's Cholesky returns NaN instead of raising on a matrix that is not positive definite.
+:func:`cholesky` symmetrises, tries, and on failure retries with a jitter that grows
+tenfold from ``eps * mean(diag)`` in a bounded ``lax.while_loop``; it reports the jitter
+used and whether the factor is usable. Batched inputs (leading axes) are handled
+together.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_solve
+from jaxtyping import Array, Bool, Float
+
+_MAX_TRIES = 8
+
+
+class Cholesky(eqx.Module):
+    """A lower Cholesky factor with what it took to get it.
+
+    Attributes
+    ----------
+    factor : array of shape (..., n, n), lower triangular.
+    jitter : array of shape (...), the diagonal jitter added (0 when none was needed).
+    ok : bool array of shape (...), False when even the largest jitter failed.
+    """
+
+    factor: Float[Array, "... n n"]
+    jitter: Float[Array, "..."]
+    ok: Bool[Array, "..."]
+
+    def logdet(self) -> Array:
+        """``log det`` of the factored matrix, ``2 sum log diag L``."""
+        return 2 * jnp.sum(jnp.log(jnp.diagonal(self.factor, axis1=-2, axis2=-1)), axis=-1)
+
+    def solve(self, b: Array) -> Array:
+        """``A^{-1} b`` for ``b`` of shape (..., n, k)."""
+        return cho_solve((self.factor, True), b)
+
+    def inverse_factor(self) -> Array:
+        """``L^{-1}``; ``A^{-1} = L^{-T} L^{-1}``, so ``diag(A^{-1})`` is its column norms."""
+        n = self.factor.shape[-1]
+        eye = jnp.broadcast_to(jnp.eye(n, dtype=self.factor.dtype), self.factor.shape)
+        return jax.lax.linalg.triangular_solve(self.factor, eye, left_side=True, lower=True)
+
+
+def _factor_ok(L: Array) -> Array:
+    return jnp.all(jnp.isfinite(jnp.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+
+
+def cholesky(A: Float[Array, "... n n"]) -> Cholesky:
+    """Cholesky factor of the symmetric part of ``A``, adding jitter only if needed.
+
+    Parameters
+    ----------
+    A : array of shape (..., n, n)
+        Symmetric positive (semi)definite matrices.
+
+    Returns
+    -------
+    Cholesky
+        The factor, the jitter used per matrix and a success flag per matrix.
+
+    Examples
+    --------
+    >>> c = cholesky(jnp.array([[4.0, 2.0], [2.0, 1.0]]))  # singular: needs jitter
+    >>> bool(c.ok), bool(c.jitter > 0)
+    (True, True)
+    """
+    A = 0.5 * (A + jnp.swapaxes(A, -1, -2))
+    diag = jnp.diagonal(A, axis1=-2, axis2=-1)
+    scale = jnp.maximum(jnp.mean(jnp.abs(diag), axis=-1), jnp.finfo(A.dtype).tiny)
+    eye = jnp.eye(A.shape[-1], dtype=A.dtype)
+    L = jnp.linalg.cholesky(A)
+    ok = _factor_ok(L)
+    jitter = jnp.zeros(A.shape[:-2], A.dtype)
+
+    def cond(carry):
+        k, _, ok, _ = carry
+        return (k < _MAX_TRIES) & ~jnp.all(ok)
+
+    def body(carry):
+        k, L, ok, jitter = carry
+        trial = jnp.where(ok, jitter, scale * jnp.finfo(A.dtype).eps * 10.0 ** (2 * k + 1))
+        L_new = jnp.linalg.cholesky(A + trial[..., None, None] * eye)
+        L = jnp.where(ok[..., None, None], L, L_new)
+        return k + 1, L, ok | _factor_ok(L_new), trial
+
+    _, L, ok, jitter = jax.lax.while_loop(cond, body, (0, L, ok, jitter))
+    return Cholesky(factor=L, jitter=jnp.where(ok, jitter, jnp.nan), ok=ok)
+
+
+class GaussianSummary(eqx.Module):
+    """What the updates need of ``Sigma = P^{-1}`` for SPD precisions ``P``.
+
+    Attributes
+    ----------
+    mean : ``Sigma b`` of shape (..., n).
+    var : ``diag(Sigma)`` of shape (..., n).
+    logdet : ``log det Sigma`` of shape (...).
+    jitter : jitter added to the scaled precision, shape (...).
+    ok : whether the factorisation succeeded, shape (...).
+    """
+
+    mean: Array
+    var: Array
+    logdet: Array
+    jitter: Array
+    ok: Array
+
+
+def gaussian_from_precision(P: Float[Array, "... n n"], b: Float[Array, "... n"]) -> GaussianSummary:
+    """Mean ``P^{-1} b``, the diagonal of ``P^{-1}`` and ``log det P^{-1}``, never forming it.
+
+    The precision is first scaled to unit diagonal (``P = S P~ S`` with
+    ``S = diag(P)^{1/2}``), so features on very different scales do not spoil the
+    factorisation; ``diag(P^{-1}) = diag(P~^{-1}) / diag(P)`` is read off the column
+    norms of ``L~^{-1}``.
+    """
+    d = jnp.diagonal(P, axis1=-2, axis2=-1)
+    s = jax.lax.rsqrt(d)
+    chol = cholesky(P * s[..., :, None] * s[..., None, :])
+    Linv = chol.inverse_factor()
+    var = jnp.sum(Linv * Linv, axis=-2) * s * s
+    bs = (b * s)[..., None]
+    mean = (jnp.swapaxes(Linv, -1, -2) @ (Linv @ bs))[..., 0] * s
+    logdet = -chol.logdet() + 2 * jnp.sum(jnp.log(s), axis=-1)
+    return GaussianSummary(mean=mean, var=var, logdet=logdet, jitter=chol.jitter, ok=chol.ok)

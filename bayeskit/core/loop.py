@@ -1,0 +1,112 @@
+"""The fit-loop driver shared by every iterative model.
+
+``run`` repeats a pure ``update`` in a bounded ``lax.while_loop`` and records the
+objective after each sweep in a fixed-length trace. It stops when the relative change
+``|f_k - f_{k-1}| <= tol * (1 + |f_k|)`` or after ``max_iter`` sweeps. A sweep whose
+objective is not finite is rejected: the last finite state is kept and the status says
+``nonfinite``. Under ``vmap`` every element keeps its own counter and status, and
+elements that have stopped are frozen (the while loop's batching selects their old
+carry), so they are never driven into NaN by the others' iterations.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, PyTree
+
+from . import progress as _progress
+from .status import FitResult, Status, is_failure
+
+_RUNNING = -1
+
+
+def run(
+    update: Callable[[PyTree], PyTree],
+    objective: Callable[[PyTree], Array],
+    state: PyTree,
+    *,
+    max_iter: int,
+    tol: float | Array,
+    progress: bool | None = None,
+    throw: bool = True,
+    failed: Callable[[PyTree], Array] | None = None,
+) -> FitResult:
+    """Iterate ``state = update(state)`` until convergence; see the module docstring.
+
+    Parameters
+    ----------
+    update : callable
+        One full sweep, ``State -> State``; pure and traceable.
+    objective : callable
+        ``State -> scalar`` (e.g. the ELBO), evaluated after every sweep.
+    state : PyTree
+        The initial state.
+    max_iter : int
+        Maximum number of sweeps (static: it sets the trace length).
+    tol : float
+        Relative tolerance on the change of the objective; 0 runs all ``max_iter``.
+    progress : bool, optional
+        Show a tqdm bar (off under the ``CI`` environment variable).
+    throw : bool
+        Raise on failure (``nonfinite``, ``not_positive_definite``). Use ``False``
+        under ``vmap`` and read ``result.status`` per element.
+    failed : callable, optional
+        ``State -> bool``: a model-specific check that the new state is unusable (for
+        example a Cholesky factorisation that failed even with jitter).
+    """
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be at least 1, got {max_iter}.")
+    show = _progress.enabled(progress)
+    token = _progress.new_token() if show else None
+    f0 = objective(state)
+    dtype = jnp.result_type(f0)
+    trace = jnp.full((max_iter,), jnp.nan, dtype)
+    code = jnp.asarray(_RUNNING, jnp.int32)
+
+    def cond(carry):
+        i, _, _, _, code = carry
+        return (i < max_iter) & (code == _RUNNING)
+
+    def body(carry):
+        i, state, previous, trace, code = carry
+        new_state = update(state)
+        f = objective(new_state)
+        bad_linalg = failed(new_state) if failed is not None else jnp.asarray(False)
+        finite = jnp.isfinite(f)
+        ok = finite & ~bad_linalg
+        converged = ok & (i > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))
+        code = jnp.where(
+            bad_linalg,
+            Status.not_positive_definite._value,
+            jnp.where(
+                ~finite,
+                Status.nonfinite._value,
+                jnp.where(
+                    converged,
+                    Status.successful._value,
+                    jnp.where(i + 1 >= max_iter, Status.max_iter_reached._value, _RUNNING),
+                ),
+            ),
+        ).astype(jnp.int32)
+        state = jax.tree.map(lambda new, old: jnp.where(ok, new, old), new_state, state)
+        trace = trace.at[i].set(jnp.where(ok, f, jnp.nan).astype(dtype))
+        if show:
+            _progress.report(token, max_iter, i, f)
+        return i + 1, state, jnp.where(ok, f, previous).astype(dtype), trace, code
+
+    carry = (jnp.asarray(0, jnp.int32), state, jnp.asarray(f0, dtype), trace, code)
+    n_iter, state, _, trace, code = jax.lax.while_loop(cond, body, carry)
+    if show:
+        _progress.close(token, n_iter)
+    status = Status.where(code == Status.successful._value, Status.successful, Status.max_iter_reached)
+    status = Status.where(code == Status.nonfinite._value, Status.nonfinite, status)
+    status = Status.where(
+        code == Status.not_positive_definite._value, Status.not_positive_definite, status
+    )
+    if throw:
+        state = status.error_if(state, is_failure(status))
+    return FitResult(state=state, trace=trace, n_iter=n_iter, status=status)

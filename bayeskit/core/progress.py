@@ -1,0 +1,55 @@
+"""A tqdm progress bar driven from inside jitted (and vmapped) loops.
+
+The bar lives on the host; the loop reports its iteration through
+``jax.debug.callback``. Under ``vmap`` the callback runs once per batch element, so the
+bar shows the furthest iteration reached by any element. Progress is switched off when
+the ``CI`` environment variable is set.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import jax
+
+_bars: dict[int, object] = {}
+_tokens = itertools.count()
+
+
+def enabled(progress: bool | None) -> bool:
+    """Whether to show a bar: only when asked and not under CI."""
+    return bool(progress) and not os.environ.get("CI")
+
+
+def new_token() -> int:
+    """A fresh identifier for one bar (a static value baked into the compiled loop)."""
+    return next(_tokens)
+
+
+def _update(token: int, total: int, iteration, objective) -> None:
+    from tqdm.auto import tqdm
+
+    bar = _bars.get(token)
+    if bar is None:
+        bar = _bars[token] = tqdm(total=total, desc="fit", leave=True)
+    done = int(iteration) + 1
+    if done > bar.n:
+        bar.update(done - bar.n)
+        bar.set_postfix(objective=f"{float(objective):.6g}", refresh=False)
+
+
+def _close(token: int) -> None:
+    bar = _bars.pop(token, None)
+    if bar is not None:
+        bar.close()
+
+
+def report(token: int, total: int, iteration, objective) -> None:
+    """Inside a traced loop: move bar ``token`` to ``iteration`` (0-based)."""
+    jax.debug.callback(lambda i, o: _update(token, total, i, o), iteration, objective)
+
+
+def close(token: int, after) -> None:
+    """Inside a traced function: close bar ``token`` once ``after`` is computed."""
+    jax.debug.callback(lambda _: _close(token), after)

@@ -1,0 +1,69 @@
+"""Outcome of a fit: the :class:`Status` enumeration and the :class:`FitResult` record.
+
+Errors are data: a fit returns a ``Status`` per element (readable under ``vmap``) and,
+with ``throw=True``, raises a readable error when the status is a failure.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, PyTree
+
+
+class Status(eqx.Enumeration):
+    """How a fit ended. Each item's text says what to do about it."""
+
+    successful = "converged: the relative change of the objective fell below tol."
+    max_iter_reached = (
+        "stopped at max_iter before the relative change of the objective fell below "
+        "tol; the result is usable, but raise max_iter or tol for a converged fit."
+    )
+    nonfinite = (
+        "the objective became NaN or inf; the last finite state is returned. Check the "
+        "input for extreme scales, or fit in float64 (jax_enable_x64)."
+    )
+    not_positive_definite = (
+        "a covariance matrix was not positive definite even after adding jitter; the "
+        "problem is ill-conditioned (duplicated features, extreme hyperparameters)."
+    )
+
+
+FAILURES = (Status.nonfinite, Status.not_positive_definite)
+
+
+def is_failure(status: Status) -> Array:
+    """True where ``status`` is one of the failures (not success, not max_iter)."""
+    return (status == Status.nonfinite) | (status == Status.not_positive_definite)
+
+
+class FitResult(eqx.Module):
+    """The result of a ``fit``.
+
+    Attributes
+    ----------
+    state : PyTree
+        The final state (variational parameters or sampler state) of the model.
+    trace : array of shape (max_iter,)
+        The objective after each iteration, NaN-padded after ``n_iter``.
+    n_iter : int array
+        Number of iterations run.
+    status : Status
+        How the fit ended; ``Status.successful`` when it converged.
+    """
+
+    state: PyTree
+    trace: Float[Array, " max_iter"]
+    n_iter: Int[Array, ""]
+    status: Status
+
+    @property
+    def objective(self) -> Array:
+        """The last finite objective value (the ELBO for variational models)."""
+        finite = jnp.isfinite(self.trace)
+        last = jnp.maximum(jnp.sum(finite, axis=-1) - 1, 0)
+        return jnp.take_along_axis(self.trace, last[..., None], axis=-1)[..., 0]
+
+    @property
+    def converged(self) -> Array:
+        return self.status == Status.successful

@@ -1,0 +1,95 @@
+"""Host-side input validation: refuse bad input with an actionable ``ValueError``.
+
+Everything here runs on concrete (NumPy) arrays before anything is traced or compiled,
+and never modifies what the caller passed.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+
+def _where_nonfinite(a: np.ndarray) -> str:
+    bad = np.argwhere(~np.isfinite(a))
+    shown = ", ".join(str(tuple(int(i) for i in idx)) for idx in bad[:3])
+    more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+    return f"{len(bad)} non-finite value(s) at index {shown}{more}"
+
+
+def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
+    """A finite 2-D floating array with at least ``min_rows`` rows and ``min_cols`` columns.
+
+    Integer and boolean input is converted to the default float dtype; floating input
+    keeps its dtype. The caller's array is never modified (a view or copy is returned).
+    """
+    a = np.asarray(X)
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise ValueError(f"{name} must be a numeric array, got dtype {a.dtype}.")
+    if a.ndim != 2:
+        hint = " Reshape a single feature with X.reshape(-1, 1)." if a.ndim == 1 else ""
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}.{hint}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"{name} has {a.shape[0]} sample(s); at least {min_rows} required.")
+    if a.shape[1] < min_cols:
+        raise ValueError(f"{name} has {a.shape[1]} feature(s); at least {min_cols} required.")
+    if not np.issubdtype(a.dtype, np.floating):
+        a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains {_where_nonfinite(a)}.")
+    return a
+
+
+def check_labels(Y, n_samples: int, name: str = "Y", *, allow_missing: bool = False) -> np.ndarray:
+    """A 2-D label matrix with values in {0, 1} (and -1 for missing when allowed), as int8."""
+    a = np.asarray(Y)
+    if a.ndim == 1:
+        a = a[:, None]
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_labels), got shape {a.shape}.")
+    if a.shape[0] != n_samples:
+        raise ValueError(
+            f"X has {n_samples} samples but {name} has {a.shape[0]} rows; they must match."
+        )
+    if a.shape[1] < 1:
+        raise ValueError(f"{name} has no label columns.")
+    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}.")
+    if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains {_where_nonfinite(a)}.")
+    allowed = (-1, 0, 1) if allow_missing else (0, 1)
+    bad = ~np.isin(a, allowed)
+    if np.any(bad):
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        values = np.unique(a[bad])[:5].tolist()
+        what = "{0, 1}, or -1 for a missing label" if allow_missing else "{0, 1}"
+        raise ValueError(
+            f"{name} must have values in {what}; found {values} (first at index {idx})."
+        )
+    return a.astype(np.int8)
+
+
+def check_positive(**values) -> None:
+    """Each named value (scalar or array) must be finite and > 0."""
+    for name, v in values.items():
+        arr = np.asarray(v, dtype=float)
+        if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+            raise ValueError(f"{name} must be a positive finite number, got {v!r}.")
+
+
+def check_int_in(name: str, value, low: int, high: int | None = None) -> int:
+    """An integer in [low, high] (high optional)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer, got {value!r}.")
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {bound}, got {value}.")
+    return int(value)
+
+
+def check_choice(name: str, value, choices: Iterable[str]) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+    return value
