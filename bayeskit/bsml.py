@@ -480,3 +480,26 @@ def active_components(state: State, threshold: float = 1e-3) -> Array:
     the largest relevance."""
     rel = component_relevance(state)
     return rel > threshold * jnp.max(rel)
+
+
+def result_shapes(result: FitResult) -> dict:
+    """Sizes that :func:`result_like` needs, read off a fitted result."""
+    s = result.state
+    return {
+        "n_samples": s.z_mean.shape[0],
+        "n_features": s.q_mean.shape[0],
+        "n_labels": s.classifier.t_mean.shape[1],
+        "max_iter": result.trace.shape[0],
+        "dtype": str(s.q_mean.dtype),
+    }
+
+
+def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
+    """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
+    dtype = jnp.dtype(shapes["dtype"])
+    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
+    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
+    hp = _leaves_as_arrays(hparams, dtype)
+    run = lambda key, X, Y: _fit(key, X, Y, hp, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
+    like = jax.eval_shape(run, jax.random.key(0), X, Y)
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)

@@ -364,3 +364,26 @@ def predict_proba(cs: ClassifierState, X: Float[Array, "m d"], *, predictive: st
     X = jnp.asarray(X, cs.coef_mean.dtype)
     mean, var = predictive_scores(cs, X)
     return predictive_probability(mean, var, ClassifierPriors(), False, predictive)
+
+
+def result_shapes(result: FitResult) -> dict:
+    """Sizes that :func:`result_like` needs, read off a fitted result."""
+    s = result.state
+    return {
+        "n_samples": s.t_mean.shape[0],
+        "n_features": s.psi_shape.shape[1],
+        "n_labels": s.t_mean.shape[1],
+        "max_iter": result.trace.shape[0],
+        "dtype": str(s.coef_mean.dtype),
+    }
+
+
+def result_like(priors: ClassifierPriors, shapes: dict) -> FitResult:
+    """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
+    dtype = jnp.dtype(shapes["dtype"])
+    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
+    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
+    pr = jax.tree.map(lambda v: jnp.asarray(v, dtype), priors)
+    run = lambda key, X, Y: _fit(key, X, Y, pr, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
+    like = jax.eval_shape(run, jax.random.key(0), X, Y)
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
