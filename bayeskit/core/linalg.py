@@ -1,8 +1,8 @@
 """Checked linear algebra: Cholesky with jitter and status, SPD solves without inverses.
 
 JAX's Cholesky returns NaN instead of raising on a matrix that is not positive definite.
-:func:`cholesky` symmetrises, tries, and on failure retries with a jitter that grows
-tenfold from ``eps * mean(diag)`` in a bounded ``lax.while_loop``; it reports the jitter
+:func:`cholesky` symmetrises, tries, and on failure retries with a jitter
+``10 eps * mean|diag| * 100^k``, k = 0, 1, ..., 7, in a bounded ``lax.while_loop``; it reports the jitter
 used and whether the factor is usable. Batched inputs (leading axes) are handled
 together.
 """
@@ -72,7 +72,8 @@ def cholesky(A: Float[Array, "... n n"]) -> Cholesky:
     """
     A = 0.5 * (A + jnp.swapaxes(A, -1, -2))
     diag = jnp.diagonal(A, axis1=-2, axis2=-1)
-    scale = jnp.maximum(jnp.mean(jnp.abs(diag), axis=-1), jnp.finfo(A.dtype).tiny)
+    scale = jnp.mean(jnp.abs(diag), axis=-1)
+    scale = jnp.where(scale > 0, scale, 1.0)
     eye = jnp.eye(A.shape[-1], dtype=A.dtype)
     L = jnp.linalg.cholesky(A)
     ok = _factor_ok(L)

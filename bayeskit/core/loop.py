@@ -48,7 +48,8 @@ def run(
     max_iter : int
         Maximum number of sweeps (static: it sets the trace length).
     tol : float
-        Relative tolerance on the change of the objective; 0 runs all ``max_iter``.
+        Relative tolerance on the change of the objective, checked from the second
+        sweep on; 0 runs all ``max_iter`` sweeps.
     progress : bool, optional
         Show a tqdm bar (off under the ``CI`` environment variable).
     throw : bool
@@ -78,7 +79,7 @@ def run(
         bad_linalg = failed(new_state) if failed is not None else jnp.asarray(False)
         finite = jnp.isfinite(f)
         ok = finite & ~bad_linalg
-        converged = ok & (i > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))
+        converged = ok & (i > 0) & (tol > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))
         code = jnp.where(
             bad_linalg,
             Status.not_positive_definite._value,

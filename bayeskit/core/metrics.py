@@ -19,7 +19,8 @@ def _as_decisions(Y_pred: ArrayLike) -> Array:
 
 def hamming_loss(Y_true: ArrayLike, Y_pred: ArrayLike) -> Array:
     """Fraction of (instance, label) entries predicted wrongly."""
-    return jnp.mean(jnp.asarray(Y_true).astype(bool) != _as_decisions(Y_pred))
+    wrong = jnp.asarray(Y_true).astype(bool) != _as_decisions(Y_pred)
+    return jnp.mean(wrong.astype(jnp.result_type(float)))
 
 
 def _auc_one(y: Array, score: Array) -> Array:

@@ -9,15 +9,18 @@ Then
 
 The naive forms break down in the tail (``a`` large): ``phi/Phi`` is 0/0 in float32 for
 ``a >~ 13``, ``lambda - a`` cancels, and ``1 - lambda r`` cancels to the square of the
-truncation point. Here, for ``a >= 4`` (``a >= 2`` in float32), ``r`` comes from the continued fraction
+truncation point. Here ``log Z`` and ``lambda`` come from ``erfc``/``erfcx`` (see
+:func:`lower_tail`, the cheap path the models use), and for the variance and entropy,
+from ``a >= 4`` (``a >= 2`` in float32), ``r`` comes from the continued fraction
 
     r(a) = 1 / (a + 2 / (a + 3 / (a + 4 / (a + ...)))),
 
-which has only positive terms, and with ``c = 2 / (a + d)``, ``d = 3 / (a + ...)`` the
-two inner tails of that fraction, the variance is ``r^2 (1 - d c + c^2)`` and the entropy
-``1/2 - log(lambda) + a r / 2``, all free of cancellation. Below that the direct log-space
-form ``lambda = exp(log phi(a) - log_ndtr(-a))`` is accurate. Both branches are evaluated on
+which has only positive terms. With ``c = 2 / (a + d)``, ``d = 3 / (a + ...)`` the two
+inner tails of that fraction, the variance is ``r^2 (1 - d c + c^2)`` and the entropy
+``1/2 - log(lambda) + a r / 2``, free of cancellation. Every branch is evaluated on
 clamped inputs (the double-``where`` pattern), so gradients stay finite everywhere.
+The upper-truncated case follows by reflection; BSSML's two-piece truncation is a
+mixture of the two one-sided cases.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ from __future__ import annotations
 import math
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr as _log_ndtr
-from jax.scipy.special import erfc, erfcx, ndtr
+from jax.scipy.special import erfc, erfcx
 from jaxtyping import Array, ArrayLike, Float
 
 # (switch point, continued-fraction depth) per precision: below the switch the direct
@@ -62,39 +65,44 @@ def log_normal_pdf(x: ArrayLike) -> Array:
 
 
 def log_ndtr(x: ArrayLike) -> Array:
-    """``log Phi(x)``, accurate also for large positive ``x`` (as ``log1p(-Phi(-x))``)."""
+    """``log Phi(x)``, accurate in both tails (``log Phi(x) = log Z`` of ``(-x, inf)``)."""
     x = jnp.asarray(x)
-    pos = x > 0
-    return jnp.where(pos, jnp.log1p(-ndtr(-jnp.where(pos, x, 0.0))), _log_ndtr(jnp.where(pos, 0.0, x)))
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        x = x.astype(jnp.result_type(float))
+    return lower_tail(-x)[0]
 
 
 def _continued_fraction_tails(a: Array, depth: int) -> tuple[Array, Array, Array]:
     """Tails ``(r, c, d)`` of ``r = 1/(a + c)``, ``c = 2/(a + d)``, ``d = 3/(a + ...)``."""
-    tail = jnp.zeros_like(a)
-    for k in range(depth, 3, -1):
-        tail = k / (a + tail)
+    tail = jax.lax.fori_loop(0, depth - 3, lambda i, t: (depth - i) / (a + t), jnp.zeros_like(a))
     d = 3 / (a + tail)
     c = 2 / (a + d)
     r = 1 / (a + c)
     return r, c, d
 
 
-def _lower_tail(a: Array) -> tuple[Array, Array]:
-    """``(log Phi(-a), lambda(a))`` from ``erfcx``; the cheap path of the fitting loops.
+def lower_tail(a: Array) -> tuple[Array, Array]:
+    """``(log Phi(-a), lambda(a))``: the cheap path used inside the fitting loops.
 
-    ``lambda(a) = sqrt(2/pi) / erfcx(a / sqrt 2)`` and, for ``a >= 0``,
-    ``log Phi(-a) = log phi(a) - log lambda(a)``; for ``a < 0``,
-    ``log Phi(-a) = log1p(-erfc(-a / sqrt 2) / 2)``. ``erfcx`` returns exactly 0 in a
-    narrow band of large arguments, so from ``a >= 12`` the continued fraction is used.
+    For ``a < 0``: ``log Phi(-a) = log1p(-erfc(-a / sqrt 2) / 2)`` and
+    ``lambda = exp(log phi(a) - log Phi(-a))``. For ``0 <= a < 12``:
+    ``lambda = sqrt(2/pi) / erfcx(a / sqrt 2)``; from 12 on (``erfcx`` returns exactly 0
+    in a narrow band of large arguments) ``lambda = a + r(a)`` by the continued fraction.
+    For ``a >= 0``, ``log Phi(-a) = log phi(a) - log lambda(a)``. Each branch sees only
+    inputs from its own range, so values and gradients stay finite.
     """
+    neg = a < 0
     far = a >= _FAR
-    a_near = jnp.where(far, 0.0, a)
-    lam_near = _SQRT_2_OVER_PI / erfcx(a_near * _SQRT_HALF)
+    a_neg = jnp.where(neg, a, 0.0)
+    log_z_neg = jnp.log1p(-0.5 * erfc(-a_neg * _SQRT_HALF))
+    lam_neg = jnp.exp(log_normal_pdf(a_neg) - log_z_neg)
+    a_mid = jnp.where(neg | far, 0.0, a)
+    lam_mid = _SQRT_2_OVER_PI / erfcx(a_mid * _SQRT_HALF)
     a_far = jnp.where(far, a, _FAR)
     r_far, _, _ = _continued_fraction_tails(a_far, _FAR_DEPTH)
-    lam = jnp.where(far, a_far + r_far, lam_near)
-    a_neg = jnp.where(a < 0, a, 0.0)
-    log_z = jnp.where(a < 0, jnp.log1p(-0.5 * erfc(-a_neg * _SQRT_HALF)), log_normal_pdf(a) - jnp.log(lam))
+    lam = jnp.where(neg, lam_neg, jnp.where(far, a_far + r_far, lam_mid))
+    a_pos = jnp.where(neg, 0.0, a)
+    log_z = jnp.where(neg, log_z_neg, log_normal_pdf(a_pos) - jnp.log(jnp.where(neg, 1.0, lam)))
     return log_z, lam
 
 
@@ -120,7 +128,7 @@ def truncnorm_lower(a: ArrayLike) -> TruncNormMoments:
     a = jnp.asarray(a)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         a = a.astype(jnp.result_type(float))
-    log_z, lam = _lower_tail(a)
+    log_z, lam = lower_tail(a)
     switch, depth = _TAIL[8 if a.dtype == jnp.float64 else 4]
     tail = a >= switch
     # Below the switch: the direct forms.
@@ -150,54 +158,3 @@ def truncnorm_upper(b: ArrayLike) -> TruncNormMoments:
 def inverse_mills(a: ArrayLike) -> Float[Array, "..."]:
     """``lambda(a) = phi(a) / Phi(-a)``, the mean of ``N(0, 1)`` truncated to ``(a, inf)``."""
     return truncnorm_lower(a).mean
-
-
-def log1mexp(x: ArrayLike) -> Array:
-    """``log(1 - exp(x))`` for ``x <= 0`` (Maechler's two-branch form)."""
-    x = jnp.asarray(x)
-    small = x > -math.log(2)
-    x_small = jnp.where(small, x, -1.0)
-    x_large = jnp.where(small, -1.0, x)
-    return jnp.where(small, jnp.log(-jnp.expm1(x_small)), jnp.log1p(-jnp.exp(x_large)))
-
-
-def truncnorm(a: ArrayLike, b: ArrayLike) -> TruncNormMoments:
-    """Moments of ``N(0, 1)`` truncated to ``(a, b)`` with ``a < b``; either may be infinite.
-
-    One-sided intervals use :func:`truncnorm_lower` / :func:`truncnorm_upper`. For a
-    two-sided interval the normaliser is taken on the side away from the mode,
-    ``log Phi(-a) + log1mexp(log Phi(-b) - log Phi(-a))`` when ``a > 0`` (and its mirror
-    image when ``b < 0``), so it keeps its relative accuracy in the tails.
-    """
-    a, b = jnp.broadcast_arrays(jnp.asarray(a), jnp.asarray(b))
-    if not jnp.issubdtype(a.dtype, jnp.floating):
-        a, b = a.astype(jnp.result_type(float)), b.astype(jnp.result_type(float))
-    lower_only = jnp.isposinf(b)
-    upper_only = jnp.isneginf(a) & ~lower_only
-    two_sided = ~(lower_only | upper_only)
-    lo = truncnorm_lower(jnp.where(lower_only, a, 0.0))
-    up = truncnorm_upper(jnp.where(upper_only, b, 0.0))
-
-    # Two-sided: reflect so that the interval lies mostly right of zero (a' = -b, b' = -a).
-    flip = two_sided & (a + b < 0)
-    a2 = jnp.where(two_sided, jnp.where(flip, -b, a), -1.0)
-    b2 = jnp.where(two_sided, jnp.where(flip, -a, b), 1.0)
-    log_upper_a = log_ndtr(-a2)  # log P(X > a')
-    log_upper_b = log_ndtr(-b2)  # log P(X > b')
-    log_z = log_upper_a + log1mexp(jnp.minimum(log_upper_b - log_upper_a, 0.0))
-    pa = jnp.exp(log_normal_pdf(a2) - log_z)
-    pb = jnp.exp(log_normal_pdf(b2) - log_z)
-    mean2 = pa - pb
-    var2 = 1 + a2 * pa - b2 * pb - mean2 * mean2
-    ent2 = 0.5 + _HALF_LOG_2PI + log_z + 0.5 * (a2 * pa - b2 * pb)
-    mean2 = jnp.where(flip, -mean2, mean2)
-
-    def pick(f_lo, f_up, f_two):
-        return jnp.where(lower_only, f_lo, jnp.where(upper_only, f_up, f_two))
-
-    return TruncNormMoments(
-        log_z=pick(lo.log_z, up.log_z, log_z),
-        mean=pick(lo.mean, up.mean, mean2),
-        var=pick(lo.var, up.var, var2),
-        entropy=pick(lo.entropy, up.entropy, ent2),
-    )

@@ -25,8 +25,8 @@ def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) ->
     keeps its dtype. The caller's array is never modified (a view or copy is returned).
     """
     a = np.asarray(X)
-    if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-        raise ValueError(f"{name} must be a numeric array, got dtype {a.dtype}.")
+    if a.dtype == object or np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+        raise ValueError(f"{name} must be a real numeric array, got dtype {a.dtype}.")
     if a.ndim != 2:
         hint = " Reshape a single feature with X.reshape(-1, 1)." if a.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}.{hint}")

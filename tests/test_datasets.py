@@ -1,0 +1,84 @@
+"""The bundled MULAN benchmarks: shapes of the standard splits (MULAN's published
+statistics, as tabulated in ``bayeskit.datasets.mulan``), label values, names."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from bayeskit.datasets import MULAN_NAMES, load_mulan, mulan_info
+
+# name: (n_train, n_test, n_features, n_labels)
+EXPECTED = {
+    "emotions": (391, 202, 72, 6),
+    "scene": (1211, 1196, 294, 6),
+    "yeast": (1500, 917, 103, 14),
+    "tmc2007": (21519, 7077, 500, 22),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _load(name):
+    return load_mulan(name)
+
+
+def test_names():
+    assert set(MULAN_NAMES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_shapes_and_dtypes(name):
+    X_train, Y_train, X_test, Y_test = _load(name)
+    n_train, n_test, d, n_labels = EXPECTED[name]
+    assert X_train.shape == (n_train, d)
+    assert Y_train.shape == (n_train, n_labels)
+    assert X_test.shape == (n_test, d)
+    assert Y_test.shape == (n_test, n_labels)
+    assert X_train.dtype == X_test.dtype == np.float64
+    assert Y_train.dtype == Y_test.dtype == np.int8
+    assert np.all(np.isfinite(X_train)) and np.all(np.isfinite(X_test))
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_labels_binary_and_every_label_positive_in_both_splits(name):
+    _, Y_train, _, Y_test = _load(name)
+    for Y in (Y_train, Y_test):
+        assert set(np.unique(Y).tolist()) <= {0, 1}
+        assert np.all(Y.sum(axis=0) > 0), np.flatnonzero(Y.sum(axis=0) == 0)
+        assert np.all(Y.sum(axis=0) < Y.shape[0])  # and a negative
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_info_names(name):
+    info = mulan_info(name)
+    _, _, d, n_labels = EXPECTED[name]
+    assert len(info["feature_names"]) == d
+    assert len(info["label_names"]) == n_labels
+    assert all(isinstance(s, str) and s for s in info["feature_names"] + info["label_names"])
+    assert len(set(info["label_names"])) == n_labels
+
+
+def test_float32_dtype_option():
+    X_train, Y_train, X_test, _ = load_mulan("emotions", dtype=np.float32)
+    X64 = _load("emotions")[0]
+    assert X_train.dtype == X_test.dtype == np.float32
+    np.testing.assert_allclose(X_train, X64, rtol=1e-6, atol=1e-30)
+    assert Y_train.dtype == np.int8
+
+
+def test_loads_are_independent_copies():
+    a = load_mulan("emotions")
+    a[0][0, 0] = 1e9
+    a[1][0, 0] = 7
+    b = load_mulan("emotions")
+    assert b[0][0, 0] != 1e9 and b[1][0, 0] != 7
+
+
+@pytest.mark.parametrize("bad", ["Emotions", "medical", "", "emotions.npz"])
+def test_unknown_name_raises(bad):
+    with pytest.raises(ValueError, match="unknown MULAN data set"):
+        load_mulan(bad)
+    with pytest.raises(ValueError, match="unknown MULAN data set"):
+        mulan_info(bad)

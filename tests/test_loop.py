@@ -1,0 +1,237 @@
+"""The fit-loop driver ``bayeskit.core.loop.run`` and ``bayeskit.core.status``.
+
+``run`` is not jitted itself; as a model's ``fit`` would, the tests wrap it in
+``eqx.filter_jit`` (or ``jax.jit``). The toy problem is the contraction
+``x <- x / 2 + 1`` (fixed point 2) with the objective ``-(x - 2)^2``, increasing
+monotonically; expected values come from a plain-Python replay of the documented rule.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskit.core.loop import run
+from bayeskit.core.status import FAILURES, FitResult, Status, is_failure
+
+NEVER = -1
+
+
+def update(state):
+    """One sweep; the state carries a counter and the sweep at which x turns NaN (if any)."""
+    x, i, nan_at, bad_at = state
+    i = i + 1
+    x = jnp.where(i == nan_at, jnp.nan, 0.5 * x + 1.0)
+    return x, i, nan_at, bad_at
+
+
+def objective(state):
+    return -((state[0] - 2.0) ** 2)
+
+
+def failed(state):
+    _, i, _, bad_at = state
+    return i == bad_at
+
+
+def init(x0, nan_at=NEVER, bad_at=NEVER):
+    return (
+        jnp.asarray(x0, jnp.float64),
+        jnp.asarray(0, jnp.int32),
+        jnp.asarray(nan_at, jnp.int32),
+        jnp.asarray(bad_at, jnp.int32),
+    )
+
+
+@eqx.filter_jit
+def fit(state, *, max_iter=200, tol=1e-10, throw=True, use_failed=False, progress=None):
+    return run(
+        update, objective, state, max_iter=max_iter, tol=tol, throw=throw,
+        failed=failed if use_failed else None, progress=progress,
+    )
+
+
+def replay(x0, *, max_iter, tol):
+    """The documented rule in plain Python: the objective after each sweep; stop when
+    |f_k - f_{k-1}| <= tol (1 + |f_k|) (from the second sweep on) or after max_iter."""
+    x, previous, trace = float(x0), -((float(x0) - 2.0) ** 2), []
+    for k in range(max_iter):
+        x = 0.5 * x + 1.0
+        f = -((x - 2.0) ** 2)
+        trace.append(f)
+        if k > 0 and abs(f - previous) <= tol * (1 + abs(f)):
+            return x, trace, "successful"
+        previous = f
+    return x, trace, "max_iter_reached"
+
+
+def _status_name(status):
+    for name in ("successful", "max_iter_reached", "nonfinite", "not_positive_definite"):
+        if bool(status == getattr(Status, name)):
+            return name
+    raise AssertionError(status)
+
+
+def _status_names(status):
+    """Per-element status names of a batched status."""
+    names = ("successful", "max_iter_reached", "nonfinite", "not_positive_definite")
+    hits = np.stack([np.asarray(status == getattr(Status, name)) for name in names])
+    assert np.all(hits.sum(axis=0) == 1)
+    return [names[k] for k in hits.argmax(axis=0)]
+
+
+def test_converges_with_padded_trace():
+    res = fit(init(0.0), max_iter=200, tol=1e-10)
+    assert isinstance(res, FitResult)
+    x, trace, status = replay(0.0, max_iter=200, tol=1e-10)
+    assert status == "successful"
+    n = int(res.n_iter)
+    assert n == len(trace) < 200
+    assert _status_name(res.status) == "successful" and bool(res.converged)
+    assert not bool(is_failure(res.status))
+    np.testing.assert_allclose(np.asarray(res.trace[:n]), trace, rtol=1e-14, atol=1e-300)
+    assert np.all(np.isnan(np.asarray(res.trace[n:])))
+    assert res.trace.shape == (200,)
+    assert np.all(np.diff(np.asarray(res.trace[:n])) >= 0)  # monotone objective
+    np.testing.assert_allclose(float(res.state[0]), x, rtol=1e-15)
+    assert int(res.state[1]) == n
+    assert float(res.objective) == float(res.trace[n - 1])
+
+
+def test_tol_zero_runs_max_iter():
+    res = fit(init(0.0), max_iter=20, tol=0.0)
+    _, trace, status = replay(0.0, max_iter=20, tol=0.0)
+    assert status == "max_iter_reached"
+    assert int(res.n_iter) == 20
+    assert _status_name(res.status) == "max_iter_reached"
+    assert not bool(res.converged) and not bool(is_failure(res.status))
+    np.testing.assert_allclose(np.asarray(res.trace), trace, rtol=1e-14)
+    assert float(res.objective) == float(res.trace[-1])
+
+
+def test_tol_zero_runs_max_iter_even_when_objective_is_stationary():
+    res = fit(init(0.0), max_iter=100, tol=0.0)
+    assert int(res.n_iter) == 100
+    assert _status_name(res.status) == "max_iter_reached"
+
+
+def test_max_iter_below_one_raises():
+    with pytest.raises(ValueError, match="max_iter"):
+        run(update, objective, init(0.0), max_iter=0, tol=1e-6)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_nonfinite_keeps_last_finite_state(k):
+    res = fit(init(0.0, nan_at=k), throw=False)
+    _, trace, _ = replay(0.0, max_iter=k - 1, tol=0.0)
+    assert _status_name(res.status) == "nonfinite"
+    assert bool(is_failure(res.status)) and not bool(res.converged)
+    assert int(res.n_iter) == k
+    x, i, _, _ = res.state
+    assert int(i) == k - 1  # the state before the bad sweep
+    want_x = 0.0 if k == 1 else 2.0 - 2.0 * 0.5 ** (k - 1)
+    assert float(x) == want_x and np.isfinite(float(x))
+    tr = np.asarray(res.trace)
+    np.testing.assert_allclose(tr[: k - 1], trace, rtol=1e-14)
+    assert np.all(np.isnan(tr[k - 1 :]))
+    if k > 1:  # the last finite objective (with k = 1 none was recorded)
+        assert float(res.objective) == trace[-1]
+
+
+def test_nonfinite_with_throw_raises_filter_jit():
+    with pytest.raises(eqx.EquinoxRuntimeError, match="objective became NaN or inf"):
+        jax.block_until_ready(fit(init(0.0, nan_at=3), throw=True))
+    assert issubclass(eqx.EquinoxRuntimeError, RuntimeError)
+
+
+def test_nonfinite_with_throw_raises_jax_jit():
+    f = jax.jit(lambda s: run(update, objective, s, max_iter=50, tol=1e-10, throw=True))
+    with pytest.raises(RuntimeError, match="objective became NaN or inf"):
+        jax.block_until_ready(f(init(0.0, nan_at=3)))
+
+
+def test_failed_callback_gives_not_positive_definite():
+    res = fit(init(0.0, bad_at=3), throw=False, use_failed=True)
+    assert _status_name(res.status) == "not_positive_definite"
+    assert bool(is_failure(res.status))
+    assert int(res.n_iter) == 3
+    assert int(res.state[1]) == 2  # the bad sweep's state is rejected
+    assert np.isnan(float(res.trace[2]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match="not positive definite"):
+        jax.block_until_ready(fit(init(0.0, bad_at=3), throw=True, use_failed=True))
+
+
+def test_failed_callback_false_does_not_interfere():
+    a = fit(init(0.0), use_failed=True)
+    b = fit(init(0.0))
+    assert int(a.n_iter) == int(b.n_iter)
+    np.testing.assert_array_equal(np.asarray(a.trace), np.asarray(b.trace))
+
+
+def test_status_enumeration():
+    assert len(FAILURES) == 2
+    assert bool(FAILURES[0] == Status.nonfinite) and bool(FAILURES[1] == Status.not_positive_definite)
+    for name in ("successful", "max_iter_reached", "nonfinite", "not_positive_definite"):
+        assert bool(is_failure(getattr(Status, name))) == (name in ("nonfinite", "not_positive_definite"))
+
+
+def test_vmap_per_element_status_equals_separate_runs():
+    x0 = np.array([0.0, 1.999, 10.0, 0.0, 0.0])
+    nan_at = np.array([NEVER, NEVER, NEVER, 3, NEVER])
+    bad_at = np.array([NEVER, NEVER, NEVER, NEVER, 5])
+    kw = dict(max_iter=200, tol=1e-8, throw=False, use_failed=True)
+
+    @eqx.filter_jit
+    def batched(x0, nan_at, bad_at):
+        return jax.vmap(lambda a, b, c: run(update, objective, init(a, b, c), max_iter=200, tol=1e-8,
+                                            throw=False, failed=failed))(x0, nan_at, bad_at)
+
+    res = batched(jnp.asarray(x0), jnp.asarray(nan_at, jnp.int32), jnp.asarray(bad_at, jnp.int32))
+    assert res.n_iter.shape == (5,) and res.trace.shape == (5, 200)
+    names = []
+    for j in range(5):
+        single = fit(init(x0[j], nan_at[j], bad_at[j]), **kw)
+        names.append(_status_name(single.status))
+        assert int(res.n_iter[j]) == int(single.n_iter)
+        np.testing.assert_array_equal(np.asarray(res.trace[j]), np.asarray(single.trace))
+        for leaf_b, leaf_s in zip(res.state, single.state):
+            np.testing.assert_array_equal(np.asarray(leaf_b[j]), np.asarray(leaf_s))
+        assert float(res.objective[j]) == float(single.objective) or (
+            np.isnan(float(res.objective[j])) and np.isnan(float(single.objective))
+        )
+    assert names == ["successful", "successful", "successful", "nonfinite", "not_positive_definite"]
+    assert _status_names(res.status) == names
+    # Per-element status comparisons under vmap.
+    np.testing.assert_array_equal(np.asarray(res.status == Status.successful), [True, True, True, False, False])
+    np.testing.assert_array_equal(np.asarray(is_failure(res.status)), [False, False, False, True, True])
+    # The element started near the fixed point converges first and stays frozen: its
+    # state is the one of its own run, not advanced by the others' sweeps.
+    n = np.asarray(res.n_iter)
+    assert n[1] < n[0] and n[1] < n[2]
+    assert int(res.state[1][1]) == n[1]
+    _, trace, _ = replay(1.999, max_iter=200, tol=1e-8)
+    assert n[1] == len(trace)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["jit", "vmap"])
+def test_progress_bar_under_jit_and_vmap(monkeypatch, capsys, batched):
+    monkeypatch.delenv("CI", raising=False)
+    if batched:
+        @eqx.filter_jit
+        def go(x0):
+            return jax.vmap(lambda a: run(update, objective, init(a), max_iter=30, tol=1e-6, progress=True))(x0)
+
+        res = go(jnp.asarray([0.0, 1.5]))
+        jax.effects_barrier()
+        assert np.all(np.asarray(res.status == Status.successful))
+    else:
+        res = fit(init(0.0), max_iter=30, tol=1e-6, progress=True)
+        jax.effects_barrier()
+        assert _status_name(res.status) == "successful"
+        _, trace, _ = replay(0.0, max_iter=30, tol=1e-6)
+        assert int(res.n_iter) == len(trace)
+    err = capsys.readouterr().err
+    assert "fit" in err  # the tqdm bar was drawn (on stderr)
