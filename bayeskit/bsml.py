@@ -337,7 +337,9 @@ def _check_inputs(X, Y, hparams: Hyperparams):
     validation.check_int_in("n_components", hparams.n_components, 1)
     validation.check_choice("prior", hparams.prior, PRIORS)
     X = validation.check_matrix(X, "X")
-    Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=hparams.semisupervised)
+    Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=True)
+    if not hparams.semisupervised and np.any(Y < 0):
+        raise ValueError("Y has missing labels (-1); they need the semi-supervised model (semisupervised=True).")
     positives = {
         name: getattr(hparams, name)
         for name in ("alpha_phi", "beta_phi", "alpha_lambda", "beta_lambda", "alpha_psi", "beta_psi", "sigma_z", "gamma_pos", "gamma_neg")
@@ -406,8 +408,6 @@ def fit(
     """
     if _is_concrete(X, Y):
         X, Y = _check_inputs(X, Y, hparams)
-        if not hparams.semisupervised and np.any(Y < 0):
-            raise ValueError("Y has missing labels (-1); use semisupervised=True (BSSML).")
     return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), _leaves_as_arrays(hparams, jnp.asarray(X).dtype), max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
