@@ -1,0 +1,195 @@
+"""Figures of Gönen (2014): 2-D embeddings with decision boundaries (Figure 6) and the
+relevance of the dimensions that BSML+ARD keeps.
+
+matplotlib is an optional dependency: it is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import bsml
+
+__all__ = ["plot_embedding", "plot_bsml_embedding", "plot_ard_relevance"]
+
+NO_LABEL_COLOR = "0.8"
+
+
+def _axes(ax, figsize=(6.0, 5.0)):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=figsize)
+    return ax
+
+
+def _label_colors(n_labels: int) -> list:
+    import matplotlib
+
+    name = "tab10" if n_labels <= 10 else "tab20"
+    if n_labels <= 20:
+        return [matplotlib.colormaps[name](i) for i in range(n_labels)]
+    return list(matplotlib.colormaps["turbo"](np.linspace(0.0, 1.0, n_labels)))
+
+
+def clip_line(b: float, w, xlim, ylim) -> np.ndarray | None:
+    """End points, shape (2, 2), of the segment of ``b + w'z = 0`` inside the box
+    ``xlim x ylim``; None when the line misses the box or ``w = 0``."""
+    w = np.asarray(w, float)
+    ww = float(w @ w)
+    if not np.isfinite(ww) or ww == 0.0 or not np.isfinite(b):
+        return None
+    p0 = -b * w / ww  # the point of the line closest to the origin
+    d = np.array([-w[1], w[0]])  # its direction
+    t_lo, t_hi = -np.inf, np.inf
+    for k, (lo, hi) in enumerate((sorted(xlim), sorted(ylim))):
+        if d[k] == 0.0:
+            if not lo <= p0[k] <= hi:
+                return None
+            continue
+        t1, t2 = sorted(((lo - p0[k]) / d[k], (hi - p0[k]) / d[k]))
+        t_lo, t_hi = max(t_lo, t1), min(t_hi, t2)
+    if not t_lo < t_hi:
+        return None
+    return np.stack([p0 + t_lo * d, p0 + t_hi * d])
+
+
+def plot_embedding(Z, Y, *, coef=None, label_names=None, ax=None, title=None):
+    """Scatter a 2-D embedding coloured by label, with each label's linear boundary.
+
+    Parameters
+    ----------
+    Z : array of shape (n_samples, 2)
+        Embedded points.
+    Y : array of shape (n_samples, n_labels)
+        Labels; 1 is positive (0 and -1 are not). A point with several positive labels
+        is drawn once per label, slightly transparent; a point with none in light grey.
+    coef : array of shape (n_labels, 3), optional
+        ``[b_o, w_o1, w_o2]`` per label. Each boundary ``b_o + w_o'z = 0`` is drawn in
+        its label's colour, clipped to the axes limits that the points set. One line
+        per label is appended to ``ax.lines`` in label order; it is empty when the
+        boundary does not cross the plotted region.
+    label_names : sequence of str, optional
+        Legend entries (default ``"label 0"``, ``"label 1"``, ...).
+    ax : matplotlib Axes, optional
+        Where to draw (default: a new figure).
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        On inconsistent shapes.
+    """
+    Z = np.asarray(Z, float)
+    Y = np.asarray(Y)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Z.ndim != 2 or Z.shape[1] != 2:
+        raise ValueError(f"Z must have shape (n_samples, 2), got {Z.shape}.")
+    if Y.ndim != 2 or Y.shape[0] != Z.shape[0]:
+        raise ValueError(f"Y must have shape ({Z.shape[0]}, n_labels), got {Y.shape}.")
+    n_labels = Y.shape[1]
+    if label_names is None:
+        label_names = [f"label {o}" for o in range(n_labels)]
+    label_names = [str(s) for s in label_names]
+    if len(label_names) != n_labels:
+        raise ValueError(f"label_names has {len(label_names)} entries for {n_labels} labels.")
+    if coef is not None:
+        coef = np.asarray(coef, float)
+        if coef.shape != (n_labels, 3):
+            raise ValueError(f"coef must have shape ({n_labels}, 3) = [b, w1, w2] per label, got {coef.shape}.")
+
+    ax = _axes(ax)
+    colors = _label_colors(n_labels)
+    positive = Y == 1
+    none = ~positive.any(axis=1)
+    if none.any():
+        ax.scatter(Z[none, 0], Z[none, 1], s=14, color=NO_LABEL_COLOR, label="no label")
+    for o in range(n_labels):
+        rows = positive[:, o]
+        ax.scatter(Z[rows, 0], Z[rows, 1], s=14, color=colors[o], alpha=0.5, label=label_names[o])
+    if coef is not None:
+        xlim, ylim = ax.get_xlim(), ax.get_ylim()
+        for o in range(n_labels):
+            seg = clip_line(coef[o, 0], coef[o, 1:], xlim, ylim)
+            xs, ys = (seg[:, 0], seg[:, 1]) if seg is not None else ([], [])
+            ax.plot(xs, ys, color=colors[o], lw=2, label=f"_boundary {label_names[o]}")
+        ax.set_xlim(xlim)
+        ax.set_ylim(ylim)
+    legend = ax.legend(fontsize="small", loc="best")
+    for handle in legend.legend_handles:
+        handle.set_alpha(1.0)
+    ax.set_xlabel("$z_1$")
+    ax.set_ylabel("$z_2$")
+    if title is not None:
+        ax.set_title(title)
+    return ax
+
+
+def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
+    """Figure 6 (b): the BSML embedding ``<Q>'x`` of ``X`` with the learned boundaries.
+
+    Parameters
+    ----------
+    state : bayeskit.bsml.State
+        A fitted state with ``n_components = 2`` (``result.state`` or
+        ``BSMLClassifier.state_``).
+    X : array of shape (n_samples, n_features)
+    Y : array of shape (n_samples, n_labels)
+    label_names : sequence of str, optional
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the state's subspace dimension R is not 2, or the state is batched.
+    """
+    q = np.asarray(state.q_mean)
+    if q.ndim != 2:
+        raise ValueError(f"state must be a single fit (q_mean of shape (D, R)), got q_mean of shape {q.shape}.")
+    if q.shape[1] != 2:
+        raise ValueError(f"plot_bsml_embedding needs a 2-D subspace: R must be 2, got R = {q.shape[1]}.")
+    Z = np.asarray(bsml.transform(state, np.asarray(X)))
+    return plot_embedding(Z, Y, coef=np.asarray(state.classifier.coef_mean), label_names=label_names, ax=ax, title="BSML")
+
+
+def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
+    """Bar chart (log scale) of ``E[q_s'q_s]`` per dimension of a BSML(+ARD) fit.
+
+    Dimensions that survive (:func:`bayeskit.bsml.active_components` with
+    ``threshold``) are drawn in colour, switched-off ones in grey.
+
+    Parameters
+    ----------
+    state : bayeskit.bsml.State
+    ax : matplotlib Axes, optional
+    threshold : float
+        Relative relevance below which a dimension counts as switched off.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        One bar per dimension, in order, in ``ax.patches``.
+    """
+    relevance = np.asarray(bsml.component_relevance(state))
+    if relevance.ndim != 1:
+        raise ValueError(f"state must be a single fit, got relevances of shape {relevance.shape}.")
+    active = np.asarray(bsml.active_components(state, threshold))
+    ax = _axes(ax, figsize=(5.0, 3.5))
+    dims = np.arange(1, relevance.size + 1)
+    colors = ["C0" if a else NO_LABEL_COLOR for a in active]
+    ax.bar(dims, relevance, color=colors)
+    ax.set_yscale("log")
+    ax.set_xticks(dims)
+    ax.set_xlabel("dimension $s$")
+    ax.set_ylabel(r"$E[q_s^\top q_s]$")
+    ax.set_title(f"ARD: {int(active.sum())} of {relevance.size} dimensions active")
+    return ax
