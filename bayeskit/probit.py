@@ -40,7 +40,7 @@ from .core import expfam
 from .core import loop as _loop
 from .core import validation
 from .core.linalg import cholesky
-from .core.special import log_ndtr, truncnorm_lower
+from .core.special import log_ndtr, lower_tail
 from .core.status import FitResult
 
 
@@ -165,15 +165,15 @@ def auxiliary_moments(loc: Array, Y: Int[Array, "n l"], priors: ClassifierPriors
     dtype = loc.dtype
     margin = jnp.asarray(priors.margin, dtype)
     sign = jnp.where(Y == 1, 1.0, -1.0).astype(dtype)
-    lab = truncnorm_lower(margin - sign * loc)
-    log_z, shift = lab.log_z, sign * lab.mean
+    log_z, lam = lower_tail(margin - sign * loc)
+    shift = sign * lam
     if semisupervised:
-        pos = truncnorm_lower(margin - loc)
-        neg = truncnorm_lower(margin + loc)
-        log_w_pos = jnp.log(jnp.asarray(priors.gamma_pos, dtype)) + pos.log_z
-        log_w_neg = jnp.log(jnp.asarray(priors.gamma_neg, dtype)) + neg.log_z
+        log_z_pos, lam_pos = lower_tail(margin - loc)
+        log_z_neg, lam_neg = lower_tail(margin + loc)
+        log_w_pos = jnp.log(jnp.asarray(priors.gamma_pos, dtype)) + log_z_pos
+        log_w_neg = jnp.log(jnp.asarray(priors.gamma_neg, dtype)) + log_z_neg
         log_z_u = jnp.logaddexp(log_w_pos, log_w_neg)
-        shift_u = jnp.exp(log_w_pos - log_z_u) * pos.mean - jnp.exp(log_w_neg - log_z_u) * neg.mean
+        shift_u = jnp.exp(log_w_pos - log_z_u) * lam_pos - jnp.exp(log_w_neg - log_z_u) * lam_neg
         missing = Y < 0
         log_z = jnp.where(missing, log_z_u, log_z)
         shift = jnp.where(missing, shift_u, shift)
