@@ -45,7 +45,7 @@ from . import probit
 from .core import expfam
 from .core import loop as _loop
 from .core import validation
-from .core.linalg import cholesky, gaussian_from_precision
+from .core.linalg import cholesky, shared_plus_diagonal
 from .core.status import FitResult
 
 PRIORS = ("entrywise", "ard")
@@ -223,7 +223,8 @@ def update_phi(state: State, data: Data, hparams: Hyperparams) -> State:
 def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
     """Update (3): every column of Q at once.
 
-    Entrywise: one batched Cholesky of the R precisions ``diag<phi_s> + X'X/sigma_z^2``;
+    Entrywise: one batched, blocked Cholesky of the R precisions
+    ``diag<phi_s> + X'X/sigma_z^2`` (:func:`bayeskit.core.linalg.shared_plus_diagonal`);
     only the diagonals of ``Sigma_s``, the means and the log determinants are kept.
     ARD: ``Sigma_s = U diag(1/(<phi_s> + Lambda/sigma_z^2)) U'`` with ``X'X = U Lambda U'``.
     """
@@ -241,8 +242,7 @@ def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
         trace_gram = s2 * jnp.sum(lam[:, None] * h, axis=0)
         jitter, ok = jnp.zeros((), dtype), jnp.asarray(True)
     else:
-        precision = data.gram[None] / s2 + phi.T[:, :, None] * jnp.eye(data.gram.shape[0], dtype=dtype)
-        g = gaussian_from_precision(precision, rhs.T)
+        g = shared_plus_diagonal(data.gram / s2, phi.T, rhs.T)
         mean, var, logdet = g.mean.T, g.var.T, g.logdet
         # tr(Sigma_s X'X) = sigma_z^2 tr(Sigma_s (P_s - diag phi_s)) = sigma_z^2 (D - sum phi_ds var_ds)
         trace_gram = s2 * (phi.shape[0] - jnp.sum(phi * var, axis=0))

@@ -130,3 +130,67 @@ def gaussian_from_precision(P: Float[Array, "... n n"], b: Float[Array, "... n"]
     mean = (jnp.swapaxes(Linv, -1, -2) @ (Linv @ bs))[..., 0] * s
     logdet = -chol.logdet() + 2 * jnp.sum(jnp.log(s), axis=-1)
     return GaussianSummary(mean=mean, var=var, logdet=logdet, jitter=chol.jitter, ok=chol.ok)
+
+
+def _tr(M: Array) -> Array:
+    return jnp.swapaxes(M, -1, -2)
+
+
+def shared_plus_diagonal(K: Float[Array, "n n"], phi: Float[Array, "r n"], b: Float[Array, "r n"], *, block_size: int = 100) -> GaussianSummary:
+    """Summaries of ``Sigma_s = (K + diag(phi_s))^{-1}`` for many diagonals ``phi_s``.
+
+    Returns ``Sigma_s b_s``, ``diag(Sigma_s)`` and ``log det Sigma_s`` for s = 1..r, never
+    forming ``Sigma_s``. ``K`` (symmetric positive semidefinite) is shared, so it is first
+    scaled to unit diagonal once (``K~ = C K C``, ``C = diag(K)^{-1/2}``), which removes
+    the effect of features on very different scales. The factorisation is a blocked
+    Cholesky that computes ``L^{-1}`` alongside ``L`` block by block, so that nearly all
+    the work is batched matrix products: only the ``r`` diagonal blocks carry the
+    ``phi_s``; the off-diagonal blocks of ``K~`` are shared by every ``s``.
+    ``diag(Sigma_s)`` is read off the column norms of ``L^{-1}``.
+
+    Parameters
+    ----------
+    K : array of shape (n, n)
+    phi : array of shape (r, n), positive.
+    b : array of shape (r, n)
+    block_size : int
+        Size of the diagonal blocks.
+    """
+    n = K.shape[-1]
+    d = jnp.diagonal(K)
+    c = jnp.where(d > 0, jax.lax.rsqrt(jnp.where(d > 0, d, 1.0)), 1.0)
+    Ks = K * c[:, None] * c[None, :]
+    phis, bs = phi * c * c, b * c
+    edges = list(range(0, n, block_size)) + [n]
+    blocks = [slice(lo, hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    nb = len(blocks)
+    A = {(i, j): Ks[blocks[i], blocks[j]] for i in range(nb) for j in range(i + 1)}
+    for i, sl in enumerate(blocks):
+        A[i, i] = A[i, i] + jax.vmap(jnp.diag)(phis[:, sl])
+    L, Li, jitter, ok = {}, {}, [], []
+    for k in range(nb):
+        chol = cholesky(A[k, k])
+        L[k, k], Li[k, k] = chol.factor, chol.inverse_factor()
+        jitter.append(chol.jitter)
+        ok.append(chol.ok)
+        for i in range(k + 1, nb):
+            L[i, k] = A[i, k] @ _tr(Li[k, k])
+        for i in range(k + 1, nb):
+            for j in range(k + 1, i + 1):
+                A[i, j] = A[i, j] - L[i, k] @ _tr(L[j, k])
+    for j in range(nb):
+        for i in range(j + 1, nb):
+            acc = sum(L[i, k] @ Li[k, j] for k in range(j, i))
+            Li[i, j] = -Li[i, i] @ acc
+    var = jnp.concatenate([sum(jnp.sum(Li[i, j] ** 2, axis=-2) for i in range(j, nb)) for j in range(nb)], axis=-1)
+    # Sigma b = L^{-T} (L^{-1} b), block by block.
+    y = [sum((Li[i, j] @ bs[:, blocks[j], None])[..., 0] for j in range(i + 1)) for i in range(nb)]
+    x = jnp.concatenate([sum((_tr(Li[i, j]) @ y[i][..., None])[..., 0] for i in range(j, nb)) for j in range(nb)], axis=-1)
+    logdet = 2 * sum(jnp.sum(jnp.log(jnp.diagonal(Li[k, k], axis1=-2, axis2=-1)), axis=-1) for k in range(nb))
+    return GaussianSummary(
+        mean=x * c,
+        var=var * c * c,
+        logdet=logdet + 2 * jnp.sum(jnp.log(c)),
+        jitter=jnp.max(jnp.stack(jitter), axis=0),
+        ok=jnp.all(jnp.stack(ok), axis=0),
+    )
