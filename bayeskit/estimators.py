@@ -12,7 +12,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import bsml, probit
 from .core import validation
@@ -26,12 +28,6 @@ def _key(random_state) -> jax.Array:
     if isinstance(random_state, np.random.RandomState):
         random_state = int(random_state.randint(np.iinfo(np.int32).max))
     return jax.random.key(int(random_state))
-
-
-def _labels(Y, n_samples, *, allow_missing):
-    """Validated labels as (n, L) int8 and whether the caller gave a 1-D vector."""
-    one_d = np.ndim(Y) == 1
-    return validation.check_labels(Y, n_samples, "Y", allow_missing=allow_missing), one_d
 
 
 def _best_restart(result):
@@ -53,18 +49,37 @@ class _MultilabelMixin(ClassifierMixin):
         tags.classifier_tags.multi_label = True
         return tags
 
-    def _check_fitted(self):
-        if not hasattr(self, "state_"):
-            raise NotFittedError(f"This {type(self).__name__} is not fitted yet; call fit(X, Y) first.")
+    def _validate_fit_input(self, X, Y, *, allow_missing: bool):
+        """X as a float array and Y as (n, L) int8 in {0, 1} (-1 = missing when allowed).
+
+        A 1-D ``Y`` is one binary label with any two classes (``classes_``); a 2-D ``Y``
+        is multilabel in {0, 1}, with -1 for an unobserved entry.
+        """
+        X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=False)
+        Y = np.asarray(Y)
+        if Y.ndim == 1:
+            kind = type_of_target(Y)
+            if kind not in ("binary", "multiclass"):
+                raise ValueError(f"Unknown label type: {kind}. {type(self).__name__} takes binary or multilabel targets.")
+            classes = np.unique(Y)
+            if classes.size > 2:
+                raise ValueError(
+                    f"Only binary classification is supported for a 1-D target ({classes.size} classes found); "
+                    "give multilabel targets as a (n_samples, n_labels) matrix in {0, 1}."
+                )
+            self._one_d, self.classes_ = True, classes
+            return X, (Y == classes[-1]).astype(np.int8)[:, None] if classes.size == 2 else np.zeros((len(Y), 1), np.int8)
+        self._one_d = False
+        Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=allow_missing)
+        self.classes_ = [np.array([0, 1])] * Y.shape[1]
+        return X, Y
 
     def _check_X(self, X):
-        self._check_fitted()
-        X = validation.check_matrix(X, "X")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} was fitted with {self.n_features_in_}.")
+        check_is_fitted(self, "state_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         return X.astype(self.dtype_, copy=False)
 
-    def _finish_fit(self, Y, one_d, result, n_restarts):
+    def _finish_fit(self, Y, result, n_restarts):
         best, ok = _best_restart(result) if n_restarts > 1 else (result, True)
         status = best.status
         if not ok or bool((status == Status.nonfinite) | (status == Status.not_positive_definite)):
@@ -77,8 +92,6 @@ class _MultilabelMixin(ClassifierMixin):
         self.lower_bound_ = float(best.objective)
         self.converged_ = bool(best.converged)
         self.n_labels_ = Y.shape[1]
-        self._one_d = one_d
-        self.classes_ = np.array([0, 1]) if one_d else [np.array([0, 1])] * Y.shape[1]
         return self
 
     def _format_proba(self, P):
@@ -89,14 +102,16 @@ class _MultilabelMixin(ClassifierMixin):
         """Labels in {0, 1}: ``predict_proba > 0.5``; shape (n_samples, n_labels)."""
         P = self.predict_proba(X)
         if self._one_d:
-            return (P[:, 1] > 0.5).astype(int)
+            return self.classes_[(P[:, 1] > 0.5).astype(int)] if self.classes_.size == 2 else np.full(len(P), self.classes_[0])
         return (P > 0.5).astype(int)
 
-    def score(self, X, Y, sample_weight=None):
-        """``1 - hamming loss`` of ``predict(X)`` (the paper's main metric)."""
-        Y = np.asarray(Y)
+    def score(self, X, y, sample_weight=None):
+        """``1 - hamming loss`` of ``predict(X)`` (the paper's main metric); accuracy for 1-D Y."""
         pred = self.predict(X)
-        return 1.0 - float(hamming_loss(Y.reshape(pred.shape), pred))
+        y = np.asarray(y).reshape(pred.shape)
+        if self._one_d:
+            return float(np.average(pred == y, weights=sample_weight))
+        return 1.0 - float(hamming_loss(y, pred))
 
 
 class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
@@ -195,19 +210,17 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         validation.check_choice("predictive", self.predictive, bsml.PREDICTIVES)
         validation.check_int_in("n_init", self.n_init, 1)
         validation.check_int_in("max_iter", self.max_iter, 1)
-        X = validation.check_matrix(X, "X")
-        Y, one_d = _labels(Y, X.shape[0], allow_missing=self.semisupervised is not False)
+        X, Y = self._validate_fit_input(X, Y, allow_missing=self.semisupervised is not False)
         semi = bool(np.any(Y < 0)) if self.semisupervised == "auto" else bool(self.semisupervised)
         hp = self._hyperparams(semi)
         bsml._check_inputs(X, Y, hp)
         X_j = jnp.asarray(X)
         self.dtype_ = np.dtype(X_j.dtype)
-        keys = jax.random.split(_key(self.random_state), self.n_init)
+        key = _key(self.random_state)
         run = lambda k: bsml.fit(k, X_j, Y, hp, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
-        result = jax.vmap(run)(keys) if self.n_init > 1 else run(keys[0])
+        result = jax.vmap(run)(jax.random.split(key, self.n_init)) if self.n_init > 1 else run(key)
         self.hyperparams_ = hp
-        self.n_features_in_ = X.shape[1]
-        self._finish_fit(Y, one_d, result, self.n_init)
+        self._finish_fit(Y, result, self.n_init)
         self.components_ = np.asarray(self.state_.q_mean.T)
         self.active_components_ = np.asarray(bsml.active_components(self.state_))
         self.lower_bound_trace_ = np.asarray(self.result_.trace[: self.n_iter_])
@@ -247,13 +260,11 @@ class ProbitClassifier(_MultilabelMixin, BaseEstimator):
     def fit(self, X, Y):
         validation.check_choice("predictive", self.predictive, bsml.PREDICTIVES)
         validation.check_int_in("max_iter", self.max_iter, 1)
-        X = validation.check_matrix(X, "X")
-        Y, one_d = _labels(Y, X.shape[0], allow_missing=False)
+        X, Y = self._validate_fit_input(X, Y, allow_missing=False)
         priors = probit.ClassifierPriors(self.alpha_lambda, self.beta_lambda, self.alpha_psi, self.beta_psi)
         result = probit.fit(_key(self.random_state), X, Y, priors, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
         self.dtype_ = np.dtype(jnp.asarray(X).dtype)
-        self.n_features_in_ = X.shape[1]
-        return self._finish_fit(Y, one_d, result, 1)
+        return self._finish_fit(Y, result, 1)
 
     def predict_proba(self, X):
         X = self._check_X(X)

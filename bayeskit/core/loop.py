@@ -63,8 +63,7 @@ def run(
         raise ValueError(f"max_iter must be at least 1, got {max_iter}.")
     show = _progress.enabled(progress)
     token = _progress.new_token() if show else None
-    f0 = objective(state)
-    dtype = jnp.result_type(f0)
+    dtype = jax.eval_shape(objective, state).dtype
     trace = jnp.full((max_iter,), jnp.nan, dtype)
     code = jnp.asarray(_RUNNING, jnp.int32)
 
@@ -99,7 +98,7 @@ def run(
             _progress.report(token, max_iter, i, f)
         return i + 1, state, jnp.where(ok, f, previous).astype(dtype), trace, code
 
-    carry = (jnp.asarray(0, jnp.int32), state, jnp.asarray(f0, dtype), trace, code)
+    carry = (jnp.asarray(0, jnp.int32), state, jnp.asarray(jnp.nan, dtype), trace, code)
     n_iter, state, _, trace, code = jax.lax.while_loop(cond, body, carry)
     if show:
         _progress.close(token, n_iter)

@@ -1,0 +1,74 @@
+"""The scikit-learn wrappers: estimator checks, restarts, semi-supervised use, dtypes."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from bayeskit import bsml
+from bayeskit.estimators import BSMLClassifier, ProbitClassifier
+
+
+@parametrize_with_checks(
+    [BSMLClassifier(n_components=1, max_iter=5, random_state=0), ProbitClassifier(max_iter=5, random_state=0)]
+)
+def test_sklearn_estimator_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+def _data(rng, n=60, d=5, n_labels=3):
+    X = rng.normal(size=(n, d))
+    Y = (X[:, :n_labels] + 0.3 * rng.normal(size=(n, n_labels)) > 0).astype(int)
+    return X, Y
+
+
+def test_restarts_keep_the_best_bound(rng):
+    X, Y = _data(rng)
+    many = BSMLClassifier(n_components=2, n_init=4, max_iter=40, tol=0, random_state=3).fit(X, Y)
+    keys = jax.random.split(jax.random.key(3), 4)  # the wrapper's restart keys
+    hp = bsml.Hyperparams(n_components=2)
+    bounds = [float(bsml.fit(k, X, Y, hp, max_iter=40, tol=0.0).objective) for k in keys]
+    np.testing.assert_allclose(many.lower_bound_, max(bounds), rtol=1e-10)
+    assert many.n_iter_ == 40 and len(many.lower_bound_trace_) == 40
+
+
+def test_semisupervised_is_chosen_by_missing_labels(rng):
+    X, Y = _data(rng)
+    Y = Y.copy()
+    Y[::5] = -1
+    model = BSMLClassifier(n_components=2, max_iter=20, tol=0, random_state=0).fit(X, Y)
+    assert model.hyperparams_.semisupervised
+    assert model.predict(X).shape == Y.shape and set(np.unique(model.predict(X))) <= {0, 1}
+    with pytest.raises(ValueError, match="values in"):
+        BSMLClassifier(n_components=2, semisupervised=False).fit(X, Y)
+
+
+def test_wrapper_matches_functional_core(rng):
+    X, Y = _data(rng)
+    model = BSMLClassifier(n_components=2, max_iter=30, tol=0, random_state=7).fit(X, Y)
+    hp = bsml.Hyperparams(n_components=2)
+    result = bsml.fit(jax.random.key(7), X, Y, hp, max_iter=30, tol=0.0)
+    np.testing.assert_allclose(model.predict_proba(X), bsml.predict_proba(result.state, X, hp), rtol=1e-12)
+    np.testing.assert_allclose(model.transform(X), X @ np.asarray(result.state.q_mean), rtol=1e-10)
+    assert model.components_.shape == (2, X.shape[1])
+
+
+def test_float32_input_stays_float32(rng):
+    X, Y = _data(rng)
+    model = ProbitClassifier(max_iter=10, tol=0).fit(X.astype(np.float32), Y)
+    assert model.predict_proba(X.astype(np.float32)).dtype == np.float32
+
+
+def test_one_dimensional_binary_target_with_named_classes(rng):
+    X, Y = _data(rng)
+    y = np.where(Y[:, 0] == 1, "yes", "no")
+    model = ProbitClassifier(max_iter=30, tol=0).fit(X, y)
+    assert list(model.classes_) == ["no", "yes"]
+    assert model.predict_proba(X).shape == (len(X), 2)
+    assert model.score(X, y) > 0.8
