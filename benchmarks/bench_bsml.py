@@ -1,0 +1,144 @@
+"""Speed and memory of BSML against its peers, measured in one run.
+
+    python benchmarks/bench_bsml.py [--only tmc small restarts memory] [--peer PATH/TO/bssml]
+
+* ``tmc``: TMC2007-500, R = 22, 500 iterations, float64 (the issue's target: <= 30 s
+  wall on two cores; the author's code takes minutes). Compile time reported apart.
+* ``small``: Emotions and Scene, R = 6, 500 iterations: BSML against PROBIT and
+  PCA + PROBIT (bayeskit), and against the author's Matlab code under GNU Octave when
+  ``--peer`` points at a checkout of ``mehmetgonen/bssml`` and Octave is installed
+  (``apt-get install octave octave-statistics``); skipped with a message otherwise.
+* ``restarts``: eight random restarts vmapped in one call against one fit (Scene, R = 6).
+* ``memory``: the compiled prediction on TMC2007's 7077 test rows never holds an
+  N* x N* temporary (XLA's memory analysis of the compiled function).
+
+Writes ``benchmarks/results/bsml.json`` and prints ratios (peer time / our time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+import numpy as np
+
+from bayeskit import bsml
+from bayeskit.datasets import load_mulan
+from bayeskit.experiments.common import fit_bsml, fit_probit, fit_projection_probit
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def bench_tmc(args) -> dict:
+    X_train, Y_train, X_test, Y_test = load_mulan("tmc2007")
+    report, _ = fit_bsml(X_train, Y_train, X_test, Y_test, bsml.Hyperparams(n_components=22), max_iter=500)
+    out = {"bsml": report}
+    print(f"TMC2007 R=22, 500 iterations: run {report['train_seconds']:.1f} s, compile {report['compile_seconds']:.1f} s, "
+          f"hamming {report['hamming_loss']:.4f} (target: <= 30 s)")
+    peer = _author(args, "tmc2007", 22, X_train, Y_train, X_test, Y_test)
+    if peer:
+        out["author"] = peer
+        print(f"  author's code: {peer['train_seconds']:.1f} s -> ratio {peer['train_seconds'] / report['train_seconds']:.1f}x")
+    return out
+
+
+def _author(args, name, r, X_train, Y_train, X_test, Y_test):
+    if not args.peer:
+        print("  author's code: skipped (no --peer given)")
+        return None
+    import peer_octave_bsml as peer
+
+    if not peer.octave_available():
+        print("  author's code: skipped: octave not found")
+        return None
+    if not peer.find_peer(args.peer):
+        print(f"  author's code: skipped: peer not found at {args.peer}")
+        return None
+    res = peer.run_author_bsml(args.peer, X_train, Y_train, X_test, n_components=r, iterations=500)
+    return {"train_seconds": res["train_seconds"], "hamming_loss": peer.hamming_loss(res["proba"], Y_test)}
+
+
+def bench_small(args) -> dict:
+    out = {}
+    for name in ("emotions", "scene"):
+        X_train, Y_train, X_test, Y_test = load_mulan(name)
+        ours, _ = fit_bsml(X_train, Y_train, X_test, Y_test, bsml.Hyperparams(n_components=6), max_iter=500)
+        probit = fit_probit(X_train, Y_train, X_test, Y_test, max_iter=500)
+        pca = fit_projection_probit("PCA", X_train, Y_train, X_test, Y_test, 6, max_iter=500)
+        row = {"bsml": ours, "probit": probit, "pca_probit": pca}
+        line = (f"{name} R=6: BSML {ours['train_seconds']:.2f} s (compile {ours['compile_seconds']:.1f} s, hamming "
+                f"{ours['hamming_loss']:.4f}); PROBIT {probit['train_seconds']:.2f} s; PCA+PROBIT {pca['train_seconds']:.2f} s")
+        print(line)
+        peer = _author(args, name, 6, X_train, Y_train, X_test, Y_test)
+        if peer:
+            row["author"] = peer
+            print(f"  author's code {peer['train_seconds']:.2f} s (hamming {peer['hamming_loss']:.4f}) -> "
+                  f"ratio {peer['train_seconds'] / ours['train_seconds']:.1f}x")
+        out[name] = row
+    return out
+
+
+def bench_restarts(args) -> dict:
+    X_train, Y_train, _, _ = load_mulan("scene")
+    X, Y = jnp.asarray(X_train), jnp.asarray(Y_train, jnp.int8)
+    hp = bsml._leaves_as_arrays(bsml.Hyperparams(n_components=6), X.dtype)
+
+    def one(key):
+        return bsml._fit(key, X, Y, hp, max_iter=500, tol=0.0, progress=None, throw=False)
+
+    def timed(fn, arg):
+        compiled = jax.jit(fn).lower(arg).compile()
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(arg))
+        return time.perf_counter() - t0
+
+    t_one = timed(one, jax.random.key(0))
+    t_eight = timed(jax.vmap(one), jax.random.split(jax.random.key(0), 8))
+    print(f"Scene R=6: one fit {t_one:.2f} s, eight vmapped restarts {t_eight:.2f} s -> {t_eight / t_one:.2f}x (target <= 3x)")
+    return {"one_fit_seconds": t_one, "eight_restarts_seconds": t_eight, "ratio": t_eight / t_one}
+
+
+def bench_memory(args) -> dict:
+    X_train, Y_train, X_test, _ = load_mulan("tmc2007")
+    hp = bsml.Hyperparams(n_components=22)
+    state = jax.eval_shape(lambda: bsml.result_like(hp, {"n_samples": X_train.shape[0], "n_features": 500,
+                                                       "n_labels": 22, "max_iter": 1, "dtype": "float64"}).state)
+    state = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), state)
+    compiled = jax.jit(lambda s, X: bsml.predict_proba(s, X, hp)).lower(state, jnp.asarray(X_test)).compile()
+    mem = compiled.memory_analysis()
+    temp = int(getattr(mem, "temp_size_in_bytes", -1))
+    n = X_test.shape[0]
+    print(f"prediction on {n} rows: XLA temporaries {temp / 2**20:.1f} MiB; one N* x N* float64 matrix would be "
+          f"{n * n * 8 / 2**20:.0f} MiB")
+    return {"n_test": n, "temp_bytes": temp, "n_by_n_bytes": n * n * 8}
+
+
+BENCHES = {"tmc": bench_tmc, "small": bench_small, "restarts": bench_restarts, "memory": bench_memory}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=list(BENCHES), default=list(BENCHES))
+    parser.add_argument("--peer", help="folder with the author's Matlab code (mehmetgonen/bssml)")
+    parser.add_argument("--out", default=str(HERE / "results" / "bsml.json"))
+    args = parser.parse_args(argv)
+    results = {"machine": {"platform": platform.platform(), "cpus": jax.local_device_count(), "jax": jax.__version__}}
+    for name in args.only:
+        results[name] = BENCHES[name](args)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2, default=float))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
