@@ -3,7 +3,8 @@
 Hamming losses on the standard test splits, R = L, 500 iterations, all Gamma
 hyperparameters 1 (BSML+ARD in the paper: alpha_phi = 1e-10, beta_phi = 1e10). The
 "author_code" values are means over seeds of the author's code run under Octave 7.3 on
-raw features (see the project's research notes); "-" entries were not run.
+raw features with all hyperparameters 1, BSML+ARD included (see the project's research
+notes); None entries were not run.
 """
 
 DATASETS = ("emotions", "scene", "tmc2007", "yeast")
