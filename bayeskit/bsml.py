@@ -46,6 +46,7 @@ from .core import expfam
 from .core import loop as _loop
 from .core import validation
 from .core.linalg import cholesky, shared_plus_diagonal
+from .core.io import zeros_like_fit
 from .core.status import FitResult
 
 PRIORS = ("entrywise", "ard")
@@ -496,10 +497,6 @@ def result_shapes(result: FitResult) -> dict:
 
 def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
     """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
-    dtype = jnp.dtype(shapes["dtype"])
-    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
-    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
-    hp = _leaves_as_arrays(hparams, dtype)
+    hp = _leaves_as_arrays(hparams, jnp.dtype(shapes["dtype"]))
     run = lambda key, X, Y: _fit(key, X, Y, hp, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
-    like = jax.eval_shape(run, jax.random.key(0), X, Y)
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+    return zeros_like_fit(run, shapes)

@@ -41,6 +41,7 @@ from .core import loop as _loop
 from .core import validation
 from .core.linalg import cholesky
 from .core.special import log_ndtr, lower_tail
+from .core.io import zeros_like_fit
 from .core.status import FitResult
 
 
@@ -380,10 +381,6 @@ def result_shapes(result: FitResult) -> dict:
 
 def result_like(priors: ClassifierPriors, shapes: dict) -> FitResult:
     """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
-    dtype = jnp.dtype(shapes["dtype"])
-    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
-    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
-    pr = jax.tree.map(lambda v: jnp.asarray(v, dtype), priors)
+    pr = jax.tree.map(lambda v: jnp.asarray(v, jnp.dtype(shapes["dtype"])), priors)
     run = lambda key, X, Y: _fit(key, X, Y, pr, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
-    like = jax.eval_shape(run, jax.random.key(0), X, Y)
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+    return zeros_like_fit(run, shapes)

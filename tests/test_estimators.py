@@ -72,3 +72,14 @@ def test_one_dimensional_binary_target_with_named_classes(rng):
     assert list(model.classes_) == ["no", "yes"]
     assert model.predict_proba(X).shape == (len(X), 2)
     assert model.score(X, y) > 0.8
+
+
+def test_probit_save_and_load_roundtrip(rng, tmp_path):
+    import bayeskit
+    from bayeskit import probit
+
+    X, Y = _data(rng)
+    result = probit.fit(jax.random.key(0), X, Y, max_iter=10)
+    bayeskit.save(tmp_path / "probit", result, probit.ClassifierPriors())
+    loaded, priors = bayeskit.load(tmp_path / "probit")
+    np.testing.assert_array_equal(probit.predict_proba(loaded.state, X), probit.predict_proba(result.state, X))

@@ -19,6 +19,19 @@ import numpy as np
 FORMAT = 1
 
 
+def zeros_like_fit(fit, shapes: dict):
+    """Zeros with the structure of ``fit(key, X, Y)``'s result for data of the given
+    ``shapes`` (``n_samples``, ``n_features``, ``n_labels``, ``dtype``): a template for
+    :func:`load`, traced with ``jax.eval_shape`` and never run."""
+    import jax.numpy as jnp
+
+    dtype = jnp.dtype(shapes["dtype"])
+    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
+    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
+    like = jax.eval_shape(fit, jax.random.key(0), X, Y)
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+
+
 def _to_json(value):
     if isinstance(value, eqx.Module):
         return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
