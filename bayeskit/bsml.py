@@ -33,8 +33,6 @@ entries), and with the ``T`` part in the cancellation-free form of
 
 from __future__ import annotations
 
-import math
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp

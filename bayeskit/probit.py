@@ -33,7 +33,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from .core import expfam

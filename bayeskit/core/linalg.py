@@ -113,25 +113,6 @@ class GaussianSummary(eqx.Module):
     ok: Array
 
 
-def gaussian_from_precision(P: Float[Array, "... n n"], b: Float[Array, "... n"]) -> GaussianSummary:
-    """Mean ``P^{-1} b``, the diagonal of ``P^{-1}`` and ``log det P^{-1}``, never forming it.
-
-    The precision is first scaled to unit diagonal (``P = S P~ S`` with
-    ``S = diag(P)^{1/2}``), so features on very different scales do not spoil the
-    factorisation; ``diag(P^{-1}) = diag(P~^{-1}) / diag(P)`` is read off the column
-    norms of ``L~^{-1}``.
-    """
-    d = jnp.diagonal(P, axis1=-2, axis2=-1)
-    s = jax.lax.rsqrt(d)
-    chol = cholesky(P * s[..., :, None] * s[..., None, :])
-    Linv = chol.inverse_factor()
-    var = jnp.sum(Linv * Linv, axis=-2) * s * s
-    bs = (b * s)[..., None]
-    mean = (jnp.swapaxes(Linv, -1, -2) @ (Linv @ bs))[..., 0] * s
-    logdet = -chol.logdet() + 2 * jnp.sum(jnp.log(s), axis=-1)
-    return GaussianSummary(mean=mean, var=var, logdet=logdet, jitter=chol.jitter, ok=chol.ok)
-
-
 def _tr(M: Array) -> Array:
     return jnp.swapaxes(M, -1, -2)
 

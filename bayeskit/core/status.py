@@ -29,9 +29,6 @@ class Status(eqx.Enumeration):
     )
 
 
-FAILURES = (Status.nonfinite, Status.not_positive_definite)
-
-
 def is_failure(status: Status) -> Array:
     """True where ``status`` is one of the failures (not success, not max_iter)."""
     return (status == Status.nonfinite) | (status == Status.not_positive_definite)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from .. import bsml, probit, projections
 from ..core.metrics import multilabel_report
