@@ -107,5 +107,5 @@ def run(
         code == Status.not_positive_definite._value, Status.not_positive_definite, status
     )
     if throw:
-        state = status.error_if(state, is_failure(status))
+        trace = status.error_if(trace, is_failure(status))
     return FitResult(state=state, trace=trace, n_iter=n_iter, status=status)

@@ -1,5 +1,16 @@
 """Bundled data sets of the source papers and generators of their synthetic data."""
 
 from .mulan import MULAN_NAMES, load_mulan, mulan_info
+from .sbmoe import (
+    sbmoe_conditional_1d,
+    sbmoe_conditional_2d,
+    sbmoe_features_2d,
+    sbmoe_logpdf_1d,
+    sbmoe_synthetic_1d,
+    sbmoe_synthetic_2d,
+)
 
-__all__ = ["MULAN_NAMES", "load_mulan", "mulan_info"]
+__all__ = [
+    "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
+    "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d",
+]

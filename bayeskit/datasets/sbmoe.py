@@ -1,0 +1,105 @@
+"""The synthetic problems of the SBMoE paper (Sections 4.1 and 4.2) and their true
+conditionals y | x, for evaluation.
+
+1-D problem: x ~ LN(0, [[1, .5], [.5, 1]]), tau ~ Be(0.3), zeta | x ~ Gamma(shape x1,
+rate x2), y = log(zeta + 0.4 tau + 0.1). The conditional density is a mixture of two
+shifted log-gamma densities (closed form below).
+
+2-D problem: e ~ LN(0, [[1, .5], [.5, 1]]); phi(xi) = (N(0.7 i | xi, 4))_{i=0..7};
+x = (Re F phi(e1), Im F phi(e1), Re F phi(e2), Im F phi(e2)) in R^32 with F the DFT
+(numpy's convention); tau ~ Be(0.5); zeta | e ~ IW(S S', 3), S = [[e1, 0], [0.5, e2]];
+y = (log zeta_11, (2 tau - 1) log zeta_22). Four columns of x are identically zero.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import gammaln
+from jaxtyping import Array, Float, PRNGKeyArray
+
+_LN_COV = jnp.array([[1.0, 0.5], [0.5, 1.0]])
+
+
+def _lognormal_inputs(key: PRNGKeyArray, n: int, dtype) -> Array:
+    chol = jnp.linalg.cholesky(_LN_COV.astype(dtype))
+    return jnp.exp(jax.random.normal(key, (n, 2), dtype) @ chol.T)
+
+
+def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 1"]:
+    """``n_samples`` draws of y | x for every row of X (1-D problem)."""
+    X = jnp.asarray(X)
+    k_tau, k_zeta = jax.random.split(key)
+    m = X.shape[0]
+    tau = jax.random.bernoulli(k_tau, 0.3, (n_samples, m)).astype(X.dtype)
+    zeta = jax.random.gamma(k_zeta, jnp.broadcast_to(X[:, 0], (n_samples, m)), dtype=X.dtype) / X[:, 1]
+    return jnp.log(zeta + 0.4 * tau + 0.1)[..., None]
+
+
+def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Array]:
+    """``n`` pairs (X (n, 2), Y (n, 1)) of the 1-D problem of Section 4.1."""
+    dtype = dtype or jnp.result_type(float)
+    k_x, k_y = jax.random.split(key)
+    X = _lognormal_inputs(k_x, n, dtype)
+    return X, sbmoe_conditional_1d(k_y, X, 1)[0]
+
+
+def sbmoe_logpdf_1d(X: Float[Array, "m 2"], Y: Float[Array, "... m 1"]) -> Float[Array, "... m"]:
+    """Exact ``log p(y | x)`` of the 1-D problem::
+
+        p(y | x) = sum_{t in {0,1}} P(tau = t) f_Gamma(e^y - 0.4 t - 0.1; x1, x2) e^y 1{e^y > 0.1 + 0.4 t}
+    """
+    X, y = jnp.asarray(X), jnp.asarray(Y)[..., 0]
+    shape, rate = X[:, 0], X[:, 1]
+
+    def part(t, p):
+        z = jnp.exp(y) - 0.4 * t - 0.1
+        ok = z > 0
+        zs = jnp.where(ok, z, 1.0)
+        log_f = shape * jnp.log(rate) + (shape - 1) * jnp.log(zs) - rate * zs - gammaln(shape)
+        return jnp.where(ok, math.log(p) + log_f + y, -jnp.inf)
+
+    return jnp.logaddexp(part(0.0, 0.7), part(1.0, 0.3))
+
+
+def sbmoe_features_2d(E: Float[Array, "n 2"]) -> Float[Array, "n 32"]:
+    """The 32 inputs of the 2-D problem from the latent ``e``."""
+    E = jnp.asarray(E)
+    grid = 0.7 * jnp.arange(8, dtype=E.dtype)
+    phi = jnp.exp(-0.5 * (grid - E[..., None]) ** 2 / 4) / math.sqrt(2 * math.pi * 4)  # (n, 2, 8)
+    F = jnp.fft.fft(phi, axis=-1)
+    return jnp.concatenate([F[:, 0].real, F[:, 0].imag, F[:, 1].real, F[:, 1].imag], axis=1).astype(E.dtype)
+
+
+def _scale_2d(E: Array) -> Array:
+    """``S S'`` with ``S = [[e1, 0], [0.5, e2]]``, shape (..., 2, 2)."""
+    e1, e2 = E[..., 0], E[..., 1]
+    return jnp.stack([jnp.stack([e1**2, 0.5 * e1], -1), jnp.stack([0.5 * e1, 0.25 + e2**2], -1)], -2)
+
+
+def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 2"]:
+    """``n_samples`` draws of y | e for every latent row of E (2-D problem)."""
+    E = jnp.asarray(E)
+    m, dtype = E.shape[0], E.dtype
+    k_tau, k_chi, k_norm = jax.random.split(key, 3)
+    # zeta^-1 ~ W((S S')^-1, 3) by the Bartlett decomposition
+    P = jnp.linalg.cholesky(jnp.linalg.inv(_scale_2d(E)))
+    chi = jnp.sqrt(2 * jax.random.gamma(k_chi, jnp.array([1.5, 1.0], dtype), (n_samples, m, 2), dtype))
+    low = jax.random.normal(k_norm, (n_samples, m), dtype)
+    A = jnp.zeros((n_samples, m, 2, 2), dtype).at[..., 0, 0].set(chi[..., 0]).at[..., 1, 1].set(chi[..., 1]).at[..., 1, 0].set(low)
+    factor = P @ A
+    zeta = jnp.linalg.inv(factor @ jnp.swapaxes(factor, -1, -2))
+    sign = 2 * jax.random.bernoulli(k_tau, 0.5, (n_samples, m)).astype(dtype) - 1
+    return jnp.stack([jnp.log(zeta[..., 0, 0]), sign * jnp.log(zeta[..., 1, 1])], axis=-1)
+
+
+def sbmoe_synthetic_2d(key: PRNGKeyArray, n: int, dtype=None, *, return_latent: bool = False):
+    """``n`` pairs (X (n, 32), Y (n, 2)) of the 2-D problem of Section 4.2; with
+    ``return_latent`` also the latent ``e`` (n, 2) that the true conditional needs."""
+    dtype = dtype or jnp.result_type(float)
+    k_e, k_y = jax.random.split(key)
+    E = _lognormal_inputs(k_e, n, dtype)
+    X, Y = sbmoe_features_2d(E), sbmoe_conditional_2d(k_y, E, 1)[0]
+    return (X, Y, E) if return_latent else (X, Y)
