@@ -76,3 +76,32 @@ def test_bsml_notebook_runs(tmp_path, monkeypatch):
     assert "identical predictions: True" in text
     assert _n_images(nb) >= 3  # embeddings, ARD relevance, ELBO traces
     assert list(tmp_path.iterdir()) == []  # the notebook leaves no files behind
+
+
+SBMOE_NOTEBOOK = ROOT / "notebooks" / "sbmoe.ipynb"
+SBMOE_SMALL = {"N_TRAIN": 200, "N_EXPERTS": 6, "MAX_ITER": 3, "GATE_STEPS": 5, "N_TEST": 10}
+
+
+def test_sbmoe_notebook_stored_clean():
+    nb = nbformat.read(SBMOE_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    assert re.search(r"^N_TRAIN = 2000\b", _parameters_cell(nb).source, flags=re.M)
+
+
+def test_sbmoe_notebook_runs(tmp_path, monkeypatch):
+    nb = nbformat.read(SBMOE_NOTEBOOK, as_version=4)
+    _set_parameters(nb, SBMOE_SMALL)
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+
+    text = _text_outputs(nb)
+    kls = {m: float(v) for m, v in re.findall(r"^(SBMoE|C-DPMM|GP)\s+exact KL (\S+)", text, flags=re.M)}
+    assert set(kls) == {"SBMoE", "C-DPMM", "GP"} and all(0 <= v < 5 for v in kls.values())
+    assert "effective neighbours" in text and "final ELBO of 3 restarts" in text
+    assert _n_images(nb) >= 4
+    assert list(tmp_path.iterdir()) == []

@@ -369,13 +369,12 @@ def test_vmap_over_keys_equals_separate_fits(small_fit):
         np.testing.assert_allclose(batched.state.experts.m[i], single.state.experts.m, rtol=1e-9, atol=1e-12)
 
 
-def test_kmeans_init_under_vmap_gives_distinct_restarts():
+def test_kmeans_init_differs_per_key():
     X, Y = sbmoe_synthetic_1d(jax.random.key(42), 80)
     hp = sbmoe.Hyperparams(n_experts=4, gate_steps=3, init="kmeans++")
-    keys = jax.random.split(jax.random.key(43), 2)
-    batched = jax.vmap(lambda k: sbmoe.fit(k, X, Y, hp, max_iter=2, throw=False))(keys)
-    assert np.all(np.isfinite(batched.trace))
-    assert not np.allclose(np.sort(batched.state.experts.m[0], 0), np.sort(batched.state.experts.m[1], 0))
+    fits = [sbmoe.fit(k, X, Y, hp, max_iter=2) for k in jax.random.split(jax.random.key(43), 2)]
+    assert all(np.all(np.isfinite(f.trace)) for f in fits)
+    assert not np.allclose(np.sort(fits[0].state.experts.m, 0), np.sort(fits[1].state.experts.m, 0))
 
 
 def test_agglomerative_init_on_traced_data_asks_for_labels():

@@ -175,3 +175,11 @@ def shared_plus_diagonal(K: Float[Array, "n n"], phi: Float[Array, "r n"], b: Fl
         jitter=jnp.max(jnp.stack(jitter), axis=0),
         ok=jnp.all(jnp.stack(ok), axis=0),
     )
+
+
+def pairwise_sqdist(Z: Float[Array, "n k"], W: Float[Array, "m k"] | None = None) -> Float[Array, "n m"]:
+    """Squared Euclidean distances by the Gram form, clamped at 0."""
+    W = Z if W is None else W
+    sq_z, sq_w = jnp.sum(Z * Z, axis=1), jnp.sum(W * W, axis=1)
+    gram = jnp.matmul(Z, W.T, precision=jax.lax.Precision.HIGHEST)
+    return jnp.maximum(sq_z[:, None] + sq_w[None, :] - 2 * gram, 0.0)

@@ -5,12 +5,13 @@ our numbers beside the paper's and writes JSON (and PNG where the paper has a fi
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
-from . import bsml_ard, bsml_semisupervised, bsml_supervised
+from . import bsml_ard, bsml_semisupervised, bsml_supervised, sbmoe_synthetic
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
     "bsml_ard": bsml_ard,
     "bsml_semisupervised": bsml_semisupervised,
+    "sbmoe_synthetic": sbmoe_synthetic,
 }
 
 __all__ = ["EXPERIMENTS"]

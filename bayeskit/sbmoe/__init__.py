@@ -14,7 +14,8 @@ Lambda ~ Wishart) and then an expert by that point's responsibilities. Mean-fiel
     mix.log_prob(Y_new), mix.mean, mix.sample(key, 100), mix.quantile(0.9)
 """
 
-from .estep import EStep, estep, gate_logits, pairwise_sqdist, scatter
+from ..core.linalg import pairwise_sqdist
+from .estep import EStep, estep, gate_logits, scatter
 from .gate import GateParams, bartlett, gate_loss
 from .inference import (
     DEFAULT_OPTIMIZER,

@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from ..core.linalg import pairwise_sqdist
+
 
 class EStep(eqx.Module):
     """Reductions of q(u, z) = omega."""
@@ -39,14 +41,6 @@ def gate_logits(X: Float[Array, "n dx"], L: Float[Array, "dx dx"], eta0: Array) 
     n = X.shape[0]
     d = pairwise_sqdist(X @ L)
     return jnp.where(jnp.eye(n, dtype=bool), -jnp.inf, -0.5 * eta0 * d)
-
-
-def pairwise_sqdist(Z: Float[Array, "n k"], W: Float[Array, "m k"] | None = None) -> Float[Array, "n m"]:
-    """Squared Euclidean distances by the Gram form, clamped at 0."""
-    W = Z if W is None else W
-    sq_z, sq_w = jnp.sum(Z * Z, axis=1), jnp.sum(W * W, axis=1)
-    gram = jnp.matmul(Z, W.T, precision=jax.lax.Precision.HIGHEST)
-    return jnp.maximum(sq_z[:, None] + sq_w[None, :] - 2 * gram, 0.0)
 
 
 def scatter(weights: Float[Array, "n n"], X: Float[Array, "n dx"]) -> Float[Array, "dx dx"]:

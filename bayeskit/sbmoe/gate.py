@@ -23,7 +23,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .estep import gate_logits, pairwise_sqdist, scatter
+from ..core.linalg import pairwise_sqdist
+from .estep import gate_logits, scatter
 from .model import Priors
 
 

@@ -36,10 +36,14 @@ class Hyperparams(eqx.Module):
     ----------
     n_experts : int
         C, the number of Gaussian experts (static).
-    lp_sense : {"min", "max", "softmax"}
-        How the linearisation points s are chosen: the LP (8) as printed ("min"), the
-        maximisation argued in Appendix B ("max"), or the exact tangent softmax(A) with
-        no LP ("softmax", not the paper's method).
+    lp_sense : {"max", "min", "softmax"}
+        How the linearisation points s are chosen: the LP (8) with the maximisation that
+        Appendix B derives ("max", the tightest linearisation), the minimisation that (8)
+        prints ("min"), or the exact tangent softmax(A) with no LP ("softmax", not the
+        paper's method). "min" fills the caps of the worst experts first, so B exceeds 0
+        for a point that is nobody's neighbour (its caps are unbounded); that point then
+        attracts every neighbour at the next E-step, and on the 1-D problem this
+        feedback collapsed the fit onto two experts. Hence "max" by default.
     s_schedule : {"resolve", "literal"}
         "literal": one s per iteration, from the previous E-step's caps, used in the
         E-step and in r of Proposition 2; "resolve": r uses s re-solved with the caps of
@@ -81,7 +85,7 @@ class Hyperparams(eqx.Module):
     """
 
     n_experts: int = eqx.field(static=True)
-    lp_sense: str = eqx.field(static=True, default="min")
+    lp_sense: str = eqx.field(static=True, default="max")
     s_schedule: str = eqx.field(static=True, default="resolve")
     gate: str = eqx.field(static=True, default="stochastic")
     gate_steps: int = eqx.field(static=True, default=50)

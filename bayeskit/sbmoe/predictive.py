@@ -18,81 +18,11 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from .estep import pairwise_sqdist
+from ..core.mixture import Mixture
+from ..core.linalg import pairwise_sqdist
 from .gate import bartlett
 from .inference import State
 from .model import Hyperparams
-
-
-class Mixture(eqx.Module):
-    """Gaussian mixtures sharing components, one weight vector per input.
-
-    Attributes
-    ----------
-    log_weights : (M, K) log mixture weights per input (each row sums to 1).
-    means : (K, Dy) component means.
-    scale_tril : (K, Dy, Dy) Cholesky factors of the component covariances.
-    """
-
-    log_weights: Float[Array, "m k"]
-    means: Float[Array, "k dy"]
-    scale_tril: Float[Array, "k dy dy"]
-
-    def component_log_prob(self, y: Float[Array, "... m dy"]) -> Float[Array, "... m k"]:
-        dy = self.means.shape[1]
-        eye = jnp.broadcast_to(jnp.eye(dy, dtype=self.means.dtype), self.scale_tril.shape)
-        inv = jax.lax.linalg.triangular_solve(self.scale_tril, eye, left_side=True, lower=True)
-        diff = y[..., None, :] - self.means  # (..., M, K, Dy)
-        white = jnp.einsum("kij,...kj->...ki", inv, diff)
-        logdet = jnp.sum(jnp.log(jnp.diagonal(self.scale_tril, axis1=-2, axis2=-1)), axis=-1)
-        return -0.5 * jnp.sum(white**2, axis=-1) - logdet - 0.5 * dy * math.log(2 * math.pi)
-
-    def log_prob(self, y: Float[Array, "... m dy"]) -> Float[Array, "... m"]:
-        """Log density of ``y[..., i, :]`` under the mixture of input i."""
-        return jax.nn.logsumexp(self.log_weights + self.component_log_prob(y), axis=-1)
-
-    @property
-    def weights(self) -> Array:
-        return jnp.exp(self.log_weights)
-
-    @property
-    def mean(self) -> Float[Array, "m dy"]:
-        return self.weights @ self.means
-
-    @property
-    def covariance(self) -> Float[Array, "m dy dy"]:
-        cov = self.scale_tril @ jnp.swapaxes(self.scale_tril, -1, -2)
-        second = jnp.einsum("mk,kij->mij", self.weights, cov + self.means[:, :, None] * self.means[:, None, :])
-        mean = self.mean
-        return second - mean[:, :, None] * mean[:, None, :]
-
-    def sample(self, key: PRNGKeyArray, n: int) -> Float[Array, "n m dy"]:
-        """``n`` draws per input by ancestral sampling (component, then Gaussian)."""
-        k_comp, k_noise = jax.random.split(key)
-        comp = jax.random.categorical(k_comp, self.log_weights, axis=-1, shape=(n,) + self.log_weights.shape[:-1])
-        z = jax.random.normal(k_noise, comp.shape + (self.means.shape[1],), self.means.dtype)
-        return self.means[comp] + jnp.einsum("nmij,nmj->nmi", self.scale_tril[comp], z)
-
-    def marginal_cdf(self, value: Float[Array, " m"], dim: int = 0) -> Float[Array, " m"]:
-        """``P(y*_dim <= value)`` per input."""
-        sd = jnp.sqrt(jnp.sum(self.scale_tril[:, dim, :] ** 2, axis=-1))
-        z = (value[:, None] - self.means[None, :, dim]) / sd[None, :]
-        return jnp.sum(self.weights * jax.scipy.stats.norm.cdf(z), axis=-1)
-
-    def quantile(self, q: float, dim: int = 0, n_bisect: int = 80) -> Float[Array, " m"]:
-        """The q-quantile of output ``dim`` per input, by bisection on the marginal CDF."""
-        sd = jnp.sqrt(jnp.sum(self.scale_tril[:, dim, :] ** 2, axis=-1))
-        lo = jnp.full(self.log_weights.shape[:1], jnp.min(self.means[:, dim] - 40 * sd))
-        hi = jnp.full_like(lo, jnp.max(self.means[:, dim] + 40 * sd))
-
-        def body(_, bounds):
-            lo, hi = bounds
-            mid = 0.5 * (lo + hi)
-            below = self.marginal_cdf(mid, dim) < q
-            return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-        lo, hi = jax.lax.fori_loop(0, n_bisect, body, (lo, hi))
-        return 0.5 * (lo + hi)
 
 
 def mean_gate(X_test: Array, X: Array, M: Float[Array, "kg dx dx"]) -> Float[Array, "m n"]:
