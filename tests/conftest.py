@@ -21,3 +21,11 @@ def emotions():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_functions():
+    """Drop each module's compiled executables after it ran, so the suite's memory does
+    not grow with every shape and setting compiled along the way."""
+    yield
+    jax.clear_caches()
