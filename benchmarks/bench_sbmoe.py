@@ -130,7 +130,7 @@ def main() -> None:
             print(f"{case}: failed\n{proc.stderr[-2000:]}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        results["cases"][case] = r
+        results["cases"][f"{case}_{args.dtype}"] = r
         if case == "fit":
             print(f"fit N=2000 C=64 20x50 ({args.dtype}): {r['seconds']:.1f} s after {r['compile_seconds']:.1f} s compile "
                   f"(target <= 120 s); peak RSS {r['peak_rss_mib']:.0f} MiB; {r['achieved_gflops_per_s']:.1f} GFLOP/s = "
