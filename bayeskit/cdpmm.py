@@ -9,8 +9,10 @@ the plug-in mixture at its variational means gives, for an input x*,
     mean    = mu_k^y + S_k^yx (S_k^xx)^-1 (x* - mu_k^x)
     cov     = S_k^yy - S_k^yx (S_k^xx)^-1 S_k^xy
 
-a Gaussian mixture in y per input. Constant input columns are only centred; the joint
-covariance is kept finite by ``reg_covar`` (scikit-learn's covariance regulariser).
+a Gaussian mixture in y per input. Constant input columns carry nothing and are dropped;
+the joint covariance is kept finite by ``reg_covar`` (scikit-learn's covariance
+regulariser), raised tenfold (up to 1e-2) when scikit-learn reports an ill-defined
+covariance, as with inputs of lower rank than their dimension; the value used is kept.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class CDPMM(eqx.Module):
     means: Float[Array, "k d"]
     covariances: Float[Array, "k d d"]
     dx: int = eqx.field(static=True)
+    keep: tuple = eqx.field(static=True)
+    reg_covar: float = eqx.field(static=True)
     shift: Float[Array, " d"]
     scale: Float[Array, " d"]
 
@@ -46,23 +50,33 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
     if len(X) != len(Y):
         raise ValueError(f"X and Y must have the same number of rows, got {len(X)} and {len(Y)}.")
     validation.check_int_in("n_components", n_components, 1)
-    V = np.hstack([X, Y]).astype(np.float64)
+    keep = tuple(int(j) for j in np.flatnonzero(X.std(0) > 0))
+    V = np.hstack([X[:, list(keep)], Y]).astype(np.float64)
     shift, sd = V.mean(0), V.std(0)
     scale = np.where(sd > 0, sd, 1.0)
-    model = BayesianGaussianMixture(
-        n_components=n_components,
-        weight_concentration_prior_type="dirichlet_process",
-        weight_concentration_prior=1.0,
-        covariance_type="full",
-        max_iter=max_iter,
-        reg_covar=reg_covar,
-        random_state=random_state,
-    ).fit((V - shift) / scale)
+    while True:
+        try:
+            model = BayesianGaussianMixture(
+                n_components=n_components,
+                weight_concentration_prior_type="dirichlet_process",
+                weight_concentration_prior=1.0,
+                covariance_type="full",
+                max_iter=max_iter,
+                reg_covar=reg_covar,
+                random_state=random_state,
+            ).fit((V - shift) / scale)
+            break
+        except ValueError as err:
+            if "ill-defined empirical covariance" not in str(err) or reg_covar >= 1e-2:
+                raise
+            reg_covar *= 10
     return CDPMM(
         weights=jnp.asarray(model.weights_),
         means=jnp.asarray(model.means_),
         covariances=jnp.asarray(model.covariances_),
-        dx=X.shape[1],
+        dx=len(keep),
+        keep=keep,
+        reg_covar=reg_covar,
         shift=jnp.asarray(shift),
         scale=jnp.asarray(scale),
     )
@@ -72,7 +86,7 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
 def predictive(model: CDPMM, X: Float[Array, "m dx"]) -> Mixture:
     """The conditional mixture p(y | x) at the rows of X (caller's units)."""
     dx = model.dx
-    xs = (jnp.asarray(X, model.means.dtype) - model.shift[:dx]) / model.scale[:dx]
+    xs = (jnp.asarray(X, model.means.dtype)[:, list(model.keep)] - model.shift[:dx]) / model.scale[:dx]
     S = model.covariances
     Sxx, Syx, Syy = S[:, :dx, :dx], S[:, dx:, :dx], S[:, dx:, dx:]
     chol_xx = jnp.linalg.cholesky(Sxx)

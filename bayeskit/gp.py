@@ -68,7 +68,7 @@ def _optimise(X: Array, y: Array, max_iter: int) -> np.ndarray:
         value, grad = _value_and_grad(jnp.asarray(p, X.dtype), X, y)
         return float(value), np.asarray(grad, np.float64)
 
-    bounds = [(-10.0, 10.0)] * (dx + 1) + [(-12.0, 5.0)]
+    bounds = [(-10.0, 10.0)] + [(-25.0, 10.0)] * dx + [(-12.0, 5.0)]
     return minimize(f, start, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter}).x
 
 
@@ -86,7 +86,8 @@ def _posterior(log_params: Array, X: Array, Y: Array):
 
 def fit(X, Y, *, max_iter: int = 200) -> GP:
     """Fit one ARD GP per output column by L-BFGS-B on the log evidence (at most
-    ``max_iter`` iterations each; log parameters bounded to [-10, 10])."""
+    ``max_iter`` iterations each; log amplitude in [-10, 10], log ARD weights in
+    [-25, 10] so that an irrelevant input can be switched off, log noise in [-12, 5])."""
     X = validation.check_matrix(X, "X", min_rows=2)
     Y = np.asarray(Y)
     Y = validation.check_matrix(Y[:, None] if Y.ndim == 1 else Y, "Y", min_rows=2)

@@ -21,6 +21,7 @@ Quick mode: N = 500, 10 sweeps x 20 sub-steps, C = 16 / 32, 20 test inputs, M = 
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
 import jax
@@ -147,8 +148,6 @@ def _fit_all(problem: str, cfg: dict, seed: int):
         X_test, _, E_test = sbmoe_synthetic_2d(k_test, cfg["n_test"], return_latent=True)
         truth = sbmoe_conditional_2d(k_truth, E_test, cfg["m"])
     hp = sbmoe.Hyperparams(n_experts=c, gate_steps=cfg["gate_steps"])
-    import time
-
     t = time.perf_counter()
     result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"])
     jax.block_until_ready(result.trace)
@@ -162,7 +161,8 @@ def _fit_all(problem: str, cfg: dict, seed: int):
     g = gp.fit(np.asarray(X), np.asarray(Y))
     seconds["GP"] = time.perf_counter() - t
     mixtures["GP"] = gp.predictive(g, X_test)
-    return mixtures, np.asarray(truth), X_test, X, Y, result, seconds
+    info = {"seconds": seconds, "cdpmm_reg_covar": dp.reg_covar, "gp_log_params": np.asarray(g.log_params).tolist()}
+    return mixtures, np.asarray(truth), X_test, result, info
 
 
 def _figure(out_dir, problem, mixtures, truth, X_test):
@@ -208,7 +208,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     cfg = _settings(quick)
     results = {}
     for problem in ("1d", "2d"):
-        mixtures, truth, X_test, X, Y, result, seconds = _fit_all(problem, cfg, seed)
+        mixtures, truth, X_test, result, info = _fit_all(problem, cfg, seed)
+        seconds = info["seconds"]
         metrics = _evaluate(mixtures, truth, problem, cfg, X_test)
         rows = []
         for name in METHODS:
@@ -231,6 +232,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         }
         results[problem]["sbmoe_gate_mean_precision"] = (float(result.state.data.X.shape[1] + 2) * L @ L.T).tolist()
         results[problem]["sbmoe_elbo_trace"] = np.asarray(result.trace).tolist()
+        results[problem]["cdpmm_reg_covar"] = info["cdpmm_reg_covar"]
+        results[problem]["gp_log_params"] = info["gp_log_params"]
         _figure(out_dir, problem, mixtures, truth, X_test)
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "settings": cfg, "results": results,
                "metrics": ["KL(truth||model)", "Hellinger", "total variation"]}
