@@ -349,9 +349,6 @@ def _check_inputs(X, Y, hparams: Hyperparams):
     return X, Y
 
 
-def _is_concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
-
 
 def fit(
     key: PRNGKeyArray,
@@ -405,7 +402,7 @@ def fit(
     >>> predict_proba(result.state, X[:3], Hyperparams(n_components=2)).shape
     (3, 2)
     """
-    if _is_concrete(X, Y):
+    if validation.is_concrete(X, Y):
         X, Y = _check_inputs(X, Y, hparams)
     return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), _leaves_as_arrays(hparams, jnp.asarray(X).dtype), max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 

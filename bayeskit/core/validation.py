@@ -93,3 +93,11 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
     return value
+
+
+def is_concrete(*xs) -> bool:
+    """True when no leaf of ``xs`` is a JAX tracer, so the host-side checks can run
+    (they are skipped inside ``jit`` and ``vmap``, where the caller validated already)."""
+    import jax
+
+    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))

@@ -284,9 +284,6 @@ def _check_inputs(X, Y, hparams: Hyperparams) -> tuple[np.ndarray, np.ndarray]:
     return X.astype(dtype, copy=False), Y.astype(dtype, copy=False)
 
 
-def _is_concrete(*xs) -> bool:
-    return not any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(xs))
-
 
 def fit(
     key: PRNGKeyArray,
@@ -345,7 +342,7 @@ def fit(
     >>> predictive(jax.random.key(2), result.state, X[:4], hp).mean.shape
     (4, 1)
     """
-    concrete = _is_concrete(X, Y)
+    concrete = validation.is_concrete(X, Y)
     if concrete:
         X, Y = _check_inputs(X, Y, hparams)
     elif jnp.ndim(Y) == 1:
