@@ -30,12 +30,16 @@ def _key(random_state) -> jax.Array:
     return jax.random.key(int(random_state))
 
 
-def _best_restart(result):
-    """The restart with the highest final bound among those that did not fail."""
-    ok = ~((result.status == Status.nonfinite) | (result.status == Status.not_positive_definite))
-    score = jnp.where(ok, result.objective, -jnp.inf)
-    best = int(jnp.argmax(score))
-    return jax.tree.map(lambda a: a[best], result), bool(ok[best])
+def _best_restart(result, n_restarts: int, name: str):
+    """The fit itself, or of a vmapped batch of restarts the one with the highest final
+    bound among those that did not fail; a ``RuntimeError`` when all failed."""
+    failed = lambda status: (status == Status.nonfinite) | (status == Status.not_positive_definite)
+    if n_restarts > 1:
+        score = jnp.where(failed(result.status), -jnp.inf, result.objective)
+        result = jax.tree.map(lambda a: a[int(jnp.argmax(score))], result)
+    if bool(failed(result.status)):
+        raise RuntimeError(f"{name} failed: {Status[result.status]}")
+    return result
 
 
 class _MultilabelMixin(ClassifierMixin):
@@ -80,12 +84,9 @@ class _MultilabelMixin(ClassifierMixin):
         return X.astype(self.dtype_, copy=False)
 
     def _finish_fit(self, Y, result, n_restarts):
-        best, ok = _best_restart(result) if n_restarts > 1 else (result, True)
-        status = best.status
-        if not ok or bool((status == Status.nonfinite) | (status == Status.not_positive_definite)):
-            raise RuntimeError(f"{type(self).__name__} failed: {Status[status]}")
-        if bool(status == Status.max_iter_reached) and self.tol > 0:
-            warnings.warn(f"{type(self).__name__}: {Status[status]}", ConvergenceWarning, stacklevel=3)
+        best = _best_restart(result, n_restarts, type(self).__name__)
+        if bool(best.status == Status.max_iter_reached) and self.tol > 0:
+            warnings.warn(f"{type(self).__name__}: {Status[best.status]}", ConvergenceWarning, stacklevel=3)
         self.result_ = best
         self.state_ = best.state
         self.n_iter_ = int(best.n_iter)
@@ -395,9 +396,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         X_j, Y_j = jnp.asarray(X), jnp.asarray(Y2)
         run = lambda k: sbmoe.fit(k, X_j, Y_j, hp, max_iter=self.max_iter, optimizer=self.optimizer, init_labels=labels, progress=self.progress, throw=False)
         result = jax.vmap(run)(jax.random.split(key, self.n_init)) if self.n_init > 1 else run(key)
-        best, ok = _best_restart(result) if self.n_init > 1 else (result, True)
-        if not ok or bool((best.status == Status.nonfinite) | (best.status == Status.not_positive_definite)):
-            raise RuntimeError(f"SBMoERegressor failed: {Status[best.status]}")
+        best = _best_restart(result, self.n_init, type(self).__name__)
         self.hyperparams_ = hp
         self.result_ = best
         self.state_ = best.state

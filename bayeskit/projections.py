@@ -22,12 +22,12 @@ from __future__ import annotations
 import operator
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Float
 
+from .core import validation
 from .core.linalg import cholesky
 
 __all__ = ["Projection", "pca", "mddm", "mlls", "mlda"]
@@ -56,10 +56,6 @@ class Projection(eqx.Module):
 # ---------------------------------------------------------------------------- checks
 
 
-def _is_concrete(*arrays) -> bool:
-    return not any(isinstance(a, jax.core.Tracer) for a in arrays)
-
-
 def _check_X(X) -> Array:
     """``X`` as a 2-D floating array (integers become the default float type)."""
     X = jnp.asarray(X)
@@ -69,7 +65,7 @@ def _check_X(X) -> Array:
         raise ValueError(f"X needs at least 2 samples and 1 feature; got shape {X.shape}.")
     if not jnp.issubdtype(X.dtype, jnp.floating):
         X = X.astype(jnp.result_type(float))
-    if _is_concrete(X):
+    if validation.is_concrete(X):
         bad = np.argwhere(~np.isfinite(np.asarray(X)))
         if bad.size:
             raise ValueError(
@@ -85,7 +81,7 @@ def _check_Y(Y, n_samples: int, allowed=(0, 1)) -> Array:
         raise ValueError(f"Y must be 2-D (n_samples, n_labels); got shape {Y.shape}.")
     if Y.shape[0] != n_samples:
         raise ValueError(f"X has {n_samples} samples but Y has {Y.shape[0]} rows.")
-    if _is_concrete(Y):
+    if validation.is_concrete(Y):
         Yn = np.asarray(Y)
         ok = np.isin(Yn, allowed)
         if not ok.all():
@@ -107,7 +103,7 @@ def _check_n_components(n_components, limit: int, why: str) -> int:
 
 
 def _check_scalar(value, name: str, low: float, high: float = np.inf, low_open: bool = False):
-    if _is_concrete(value):
+    if validation.is_concrete(value):
         v = float(value)
         if not (v > low if low_open else v >= low) or v > high:
             lo = "(" if low_open else "["

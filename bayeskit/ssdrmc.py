@@ -39,11 +39,12 @@ import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve
 from jaxtyping import Array, Bool, Float, Int
 
+from .core import validation
 from .core.linalg import cholesky
 from .core.loop import run
 from .core.status import Status
 from .projections import Projection, _check_n_components, _check_scalar, _check_X, _check_Y
-from .projections import _fix_signs, _generalized_eigh, _is_concrete
+from .projections import _fix_signs, _generalized_eigh
 
 __all__ = ["SSDRMCResult", "fit"]
 
@@ -274,7 +275,7 @@ def fit(
     reg = _check_scalar(reg, "reg", 0.0, low_open=True)
     tol = _check_scalar(tol, "tol", 0.0)
     observed = Y >= 0
-    if _is_concrete(observed):
+    if validation.is_concrete(observed):
         empty = np.flatnonzero(~np.asarray(observed).any(axis=0))
         if empty.size:
             raise ValueError(f"labels {empty.tolist()} have no observed entry; SSDRMC cannot infer them.")

@@ -29,7 +29,6 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
-import numpy as np
 
 from bayeskit import bsml
 from bayeskit.datasets import load_mulan

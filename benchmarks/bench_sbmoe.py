@@ -44,7 +44,6 @@ def gemm_flops(n: int, dx: int, c: int, hp, sweeps: int) -> float:
 
 def peak_gemm(dtype) -> float:
     import jax
-    import jax.numpy as jnp
 
     a = jax.random.normal(jax.random.key(0), (2000, 2000), dtype)
     f = jax.jit(lambda a: a @ a)

@@ -176,7 +176,6 @@ def test_chunked_gate_normaliser_equals_the_plain_one(rng):
 
 
 def test_kl_wishart_against_monte_carlo():
-    p = 2
     V1, n1 = np.array([[1.5, 0.4], [0.4, 0.8]]), 6.0
     V0, n0 = np.array([[1.0, -0.2], [-0.2, 2.0]]), 4.0
     W = stats.wishart(df=n1, scale=V1).rvs(size=50_000, random_state=0)
