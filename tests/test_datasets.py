@@ -82,3 +82,26 @@ def test_unknown_name_raises(bad):
         load_mulan(bad)
     with pytest.raises(ValueError, match="unknown MULAN data set"):
         mulan_info(bad)
+
+
+# ---------------------------------------------------------------- relational benchmarks
+
+
+def test_relational_counts_match_the_data_readme():
+    from bayeskit.datasets import load_relational
+
+    kin = load_relational("kinship")
+    assert kin["Y"].shape == (26, 104, 104) and int(kin["Y"].sum()) == 10790 and kin["mask"].all()
+    np.testing.assert_array_equal(kin["Y"][23], np.eye(104))  # the self relation
+    assert kin["Y"].sum((1, 2))[:4].tolist() == [228, 489, 231, 379]
+    nat = load_relational("nations")
+    y, m = nat["Y"], nat["mask"]
+    assert (int((y == 1).sum()), int((y == 0).sum()), int((~m).sum())) == (2024, 7733, 1219)
+    assert np.all(y[~m] == -1) and not m[:, np.arange(14), np.arange(14)].any()
+    assert nat["features"].shape == (14, 111) and len(nat["country_names"]) == 14
+    nips = load_relational("nips234")["Y"]
+    assert nips.shape == (234, 234) and int(np.triu(nips).sum()) == 598
+    np.testing.assert_array_equal(nips, nips.T)
+    assert not np.diag(nips).any()
+    with pytest.raises(ValueError, match="unknown relational"):
+        load_relational("karate")

@@ -5,7 +5,7 @@ our numbers beside the paper's and writes JSON (and PNG where the paper has a fi
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
-from . import bsml_ard, bsml_semisupervised, bsml_supervised, sbmoe_sensitivity, sbmoe_synthetic
+from . import bsml_ard, ibp_toy, bsml_semisupervised, bsml_supervised, sbmoe_sensitivity, sbmoe_synthetic
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -13,6 +13,7 @@ EXPERIMENTS = {
     "bsml_semisupervised": bsml_semisupervised,
     "sbmoe_synthetic": sbmoe_synthetic,
     "sbmoe_sensitivity": sbmoe_sensitivity,
+    "ibp_toy": ibp_toy,
 }
 
 __all__ = ["EXPERIMENTS"]
