@@ -97,3 +97,16 @@ def write_json(out_dir: str | os.PathLike, name: str, payload: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, default=float))
     return path
+
+
+def save_figure(fig, out_dir: str | os.PathLike, filename: str, title: str) -> Path:
+    """Title, lay out, write as PNG (110 dpi) and close a matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(out_dir) / filename
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -18,7 +18,6 @@ used first) and reconstructions. Full: 1000 sweeps, 200 burn-in; quick: 300 and 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +25,7 @@ import numpy as np
 
 from .. import ibp
 from ..datasets import ibp_toy_images
-from .common import print_table, write_json
+from .common import print_table, save_figure, write_json
 
 NAME = "ibp_toy"
 CHAINS = 4
@@ -62,12 +61,7 @@ def _figure(out_dir, A_true, features, X, recon):
         axes[2, 2 * j].set_title(f"image {j + 1}", fontsize=8)
         axes[2, 2 * j + 1].imshow(recon[j].reshape(6, 6), cmap="gray", vmin=-0.2, vmax=2.2)
         axes[2, 2 * j + 1].set_title("reconstruction", fontsize=8)
-    fig.suptitle("IBP linear-Gaussian model on the 6 x 6 toy images")
-    fig.tight_layout()
-    path = Path(out_dir) / f"{NAME}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, out_dir, f"{NAME}.png", "IBP linear-Gaussian model on the 6 x 6 toy images")
 
 
 def run(out_dir, quick: bool = False, seed: int = 0) -> dict:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -31,7 +30,7 @@ import numpy as np
 from .. import cdpmm, gp, sbmoe
 from ..core.mixture import Mixture
 from ..datasets import sbmoe_conditional_1d, sbmoe_conditional_2d, sbmoe_logpdf_1d, sbmoe_synthetic_1d, sbmoe_synthetic_2d
-from .common import print_table, write_json
+from .common import print_table, save_figure, write_json
 
 NAME = "sbmoe_synthetic"
 METHODS = ("SBMoE", "C-DPMM", "GP")
@@ -196,12 +195,8 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
                 dens = np.exp(np.asarray(_row(mix, j).log_prob(jnp.asarray(mesh.reshape(-1, 2))[:, None, :])))[:, 0].reshape(96, 96)
                 axes[j, k].contourf(axes_grid[0], axes_grid[1], dens.T, levels=12)
                 axes[j, k].set_title(name if j == 0 else "", fontsize=9)
-    fig.suptitle(f"SBMoE paper, Figure {1 if problem == '1d' else 2}: predictive densities at held-out inputs")
-    fig.tight_layout()
-    path = Path(out_dir) / f"{NAME}_figure{1 if problem == '1d' else 2}.png"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    number = 1 if problem == "1d" else 2
+    save_figure(fig, out_dir, f"{NAME}_figure{number}.png", f"SBMoE paper, Figure {number}: predictive densities at held-out inputs")
 
 
 def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
