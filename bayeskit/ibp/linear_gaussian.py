@@ -48,10 +48,9 @@ import numpy as np
 from jax.scipy.linalg import cho_factor, cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float, PRNGKeyArray
-from numpyro.infer import MCMC
-from numpyro.infer.mcmc import MCMCKernel
 
 from ..core import validation
+from ..core.mcmc import VectorisedKernel, run_chains
 from . import prior
 
 
@@ -262,27 +261,20 @@ def step(state: State, X: Float[Array, "n d"], hparams: Hyperparams) -> State:
     return State(Z, alpha, sigma_x, sigma_a, k_next, log_joint(X, Z, alpha, sigma_x, sigma_a, hparams), lost)
 
 
-class CollapsedGibbs(MCMCKernel):
-    """The sampler as a numpyro ``MCMCKernel``: ``MCMC(CollapsedGibbs(hparams), ...)
-    .run(key, X)`` gives numpyro's driver, progress bar, thinning and vectorised chains
+class CollapsedGibbs(VectorisedKernel):
+    """The sampler as a numpyro kernel: ``MCMC(CollapsedGibbs(hparams), ...).run(key, X)``
+    gives numpyro's driver, progress bar, thinning and vectorised chains
     (``chain_method="vectorized"``). ``init_params`` may be a starting Z."""
 
-    sample_field = "sample"
-
     def __init__(self, hparams: Hyperparams | None = None):
+        super().__init__()
         self.hparams = hparams or Hyperparams()
-        self._batched = False
 
-    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
-        (X,) = model_args
-        start = lambda k: init(k, X, self.hparams, Z=init_params)
-        self._batched = jnp.ndim(rng_key) > 0 if jax.dtypes.issubdtype(rng_key.dtype, jax.dtypes.prng_key) else rng_key.ndim > 1
-        return jax.vmap(start)(rng_key) if self._batched else start(rng_key)
+    def init_one(self, key, init_params, X):
+        return init(key, X, self.hparams, Z=init_params)
 
-    def sample(self, state, model_args, model_kwargs):
-        (X,) = model_args
-        one = lambda s: step(s, X, self.hparams)
-        return jax.vmap(one)(state) if self._batched else one(state)
+    def step_one(self, state, X):
+        return step(state, X, self.hparams)
 
 
 def _check(X, hparams: Hyperparams):
@@ -315,10 +307,8 @@ def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *
 
     hparams = hparams or Hyperparams()
     X = _check(X, hparams)
-    mcmc = MCMC(CollapsedGibbs(hparams), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                thinning=thinning, chain_method="vectorized", progress_bar=progress)
-    mcmc.run(key, X, init_params=init_Z)
-    samples = mcmc.get_samples(group_by_chain=True)
+    samples = run_chains(CollapsedGibbs(hparams), key, X, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
     if float(jnp.max(samples["lost_births"])) > 1e-3:
         warnings.warn(f"k_max = {hparams.k_max} was too small: some rows had no free column for a likely new "
                       "feature (see 'lost_births'); raise k_max.", RuntimeWarning, stacklevel=2)

@@ -1,0 +1,55 @@
+"""numpyro glue for the hand-written samplers: a kernel that runs one chain's pure
+``step`` or a vectorised batch of chains, and a driver returning draws as (chain, draw, ...).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from numpyro.infer import MCMC
+from numpyro.infer.mcmc import MCMCKernel
+
+
+def _is_batch_of_keys(key) -> bool:
+    if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        return jnp.ndim(key) > 0
+    return key.ndim > 1
+
+
+class VectorisedKernel(MCMCKernel):
+    """A numpyro kernel from ``init_one(key, init_params, *model_args) -> state`` and
+    ``step_one(state, *model_args) -> state`` (the key lives in the state). With
+    ``chain_method="vectorized"`` numpyro hands ``init`` a batch of keys; the chains are
+    then initialised and stepped under ``vmap``. The state's ``sample`` property is what
+    each draw records; ``self.num_warmup`` is known to ``step_one``."""
+
+    sample_field = "sample"
+
+    def __init__(self):
+        self._batched = False
+        self.num_warmup = 0
+
+    def init_one(self, key, init_params, *model_args):
+        raise NotImplementedError
+
+    def step_one(self, state, *model_args):
+        raise NotImplementedError
+
+    def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
+        self.num_warmup = num_warmup
+        self._batched = _is_batch_of_keys(rng_key)
+        start = lambda k: self.init_one(k, init_params, *model_args)
+        return jax.vmap(start)(rng_key) if self._batched else start(rng_key)
+
+    def sample(self, state, model_args, model_kwargs):
+        one = lambda s: self.step_one(s, *model_args)
+        return jax.vmap(one)(state) if self._batched else one(state)
+
+
+def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_samples: int, num_chains: int = 1,
+               thinning: int = 1, init_params=None, progress: bool = False) -> dict:
+    """Run vectorised chains with numpyro's ``MCMC`` driver; draws as (chain, draw, ...)."""
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
+                chain_method="vectorized", progress_bar=progress)
+    mcmc.run(key, *model_args, init_params=init_params)
+    return mcmc.get_samples(group_by_chain=True)

@@ -1,0 +1,81 @@
+"""The latent feature relational model (Miller, Griffiths & Jordan, NIPS 2009): the model
+(``model``) and its MCMC (``gibbs``). ``sample_posterior`` validates the input, runs
+vectorised chains and returns the draws; ``predict_proba`` averages the link
+probabilities over them."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..core import validation
+from ..core.mcmc import run_chains
+from . import gibbs, model
+from .gibbs import LFRMGibbs, predict_proba
+from .model import LINKS, Data, Hyperparams, State, as_data
+
+
+def check_relations(Y, mask=None):
+    """Y as (R, N, N) with values in {0, 1} on the observed cells, and the mask (default:
+    every cell except the diagonal); a ``ValueError`` names what is wrong."""
+    Y = np.asarray(Y)
+    if Y.ndim == 2:
+        Y = Y[None]
+    if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
+        raise ValueError(f"Y must be (N, N) or (n_relations, N, N) with N >= 2; got shape {Y.shape}.")
+    if mask is None:
+        mask = np.broadcast_to(~np.eye(Y.shape[1], dtype=bool), Y.shape)
+    mask = np.asarray(mask, bool)
+    if mask.ndim == 2:
+        mask = np.broadcast_to(mask, Y.shape)
+    if mask.shape != Y.shape:
+        raise ValueError(f"mask has shape {mask.shape}, Y has shape {Y.shape}.")
+    if not mask.any():
+        raise ValueError("mask marks no observed cell.")
+    bad = mask & ~np.isin(Y, (0, 1))
+    if bad.any():
+        where = tuple(int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"Y must be 0 or 1 on observed cells; found {Y[where]!r} at (relation, row, col) {where}.")
+    return np.where(mask, Y, 0).astype(np.int8), mask
+
+
+def _check_hparams(hparams: Hyperparams):
+    validation.check_choice("link", hparams.link, LINKS)
+    if hparams.k_max < 1:
+        raise ValueError(f"k_max must be at least 1; got {hparams.k_max}.")
+    if hparams.hmc_steps < 1:
+        raise ValueError(f"hmc_steps must be at least 1; got {hparams.hmc_steps}.")
+    for name in ("alpha_prior", "sigma_w_prior"):
+        if not all(float(v) > 0 for v in getattr(hparams, name)):
+            raise ValueError(f"{name} must be two positive numbers; got {getattr(hparams, name)}.")
+    if not float(hparams.bias_scale) > 0 or not 0 < float(hparams.target_accept) < 1:
+        raise ValueError("bias_scale must be positive and target_accept in (0, 1).")
+
+
+def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
+                     num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
+                     progress: bool = False) -> dict:
+    """Run ``num_chains`` vectorised LFRM chains on Y (R, N, N) or (N, N).
+
+    ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
+    held-out and missing cells are False and never treated as zeros. Returns the draws
+    (chain, draw, ...): Z (int8), W, c, alpha, sigma_w, n_features (K+), log_joint,
+    accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so).
+    """
+    hparams = hparams or Hyperparams()
+    _check_hparams(hparams)
+    Y, mask = check_relations(Y, mask)
+    if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
+        raise ValueError("symmetric=True needs a symmetric Y and mask.")
+    data = as_data(Y, mask, hparams.symmetric)
+    samples = run_chains(LFRMGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
+    if bool(np.any(samples["saturated"])):
+        warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
+                      "there; raise k_max.", RuntimeWarning, stacklevel=2)
+    return samples
+
+
+__all__ = ["Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_relations", "gibbs", "model",
+           "predict_proba", "sample_posterior"]
