@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import bsml, probit, sbmoe
+from . import bsml, irm, lfrm, probit, sbmoe
 from .core import validation
 from .core.metrics import hamming_loss
 from .core.status import Status
@@ -435,3 +435,113 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         validation.check_int_in("n_samples", n_samples, 1)
         draws = np.asarray(self.predictive(X).sample(_key(random_state), n_samples))
         return draws[..., 0] if self._one_d else draws
+
+
+# ----------------------------------------------------------------------- link prediction
+
+
+class _LinkPredictor(BaseEstimator):
+    """Shared ``fit(Y, mask=None, covariates=None)`` / ``predict_proba()`` of the relational
+    models. Y is (N, N) or (n_relations, N, N); ``mask`` (same shape, or (N, N) for all
+    relations) marks the observed training cells, default every off-diagonal cell."""
+
+    def _prepare(self, Y, mask, covariates):
+        if covariates is not None:
+            raise NotImplementedError(f"{type(self).__name__} does not take covariates yet; fit without them.")
+        for name in ("num_warmup", "num_samples", "num_chains"):
+            validation.check_int_in(name, getattr(self, name), 0 if name == "num_warmup" else 1)
+        self._two_d = np.ndim(Y) == 2
+        Y, mask = lfrm.check_relations(Y, mask)
+        if self.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
+            raise ValueError("symmetric=True needs a symmetric Y and mask.")
+        self.Y_, self.mask_ = Y, mask
+        return Y, mask
+
+    def predict_proba(self):
+        """Posterior predictive link probabilities, the shape of the fitted Y."""
+        check_is_fitted(self, "samples_")
+        P = np.asarray(self._predict())
+        return P[0] if self._two_d else P
+
+
+class LFRMLinkPredictor(_LinkPredictor):
+    """The latent feature relational model (Miller, Griffiths & Jordan 2009) by MCMC.
+
+    Parameters
+    ----------
+    n_features_max : int, default=16
+        K_max, the most latent features a draw can hold.
+    link : {"logistic", "probit"}
+    symmetric : bool
+        Undirected relations (symmetric W, unordered pairs counted once).
+    init : {"random", "irm"}
+        Random features, or the clusters of 15 IRM Gibbs sweeps (the paper's "LFRM w/IRM").
+    num_warmup, num_samples, num_chains : MCMC sizes (chains vectorised).
+    random_state : int, RandomState or None
+
+    Attributes
+    ----------
+    samples_ : dict of draws (chain, draw, ...), see ``bayeskit.lfrm.sample_posterior``.
+    n_features_ : posterior mean number of features K+.
+    """
+
+    def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", num_warmup=200,
+                 num_samples=800, num_chains=1, random_state=None):
+        self.n_features_max = n_features_max
+        self.link = link
+        self.symmetric = symmetric
+        self.init = init
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.random_state = random_state
+
+    def fit(self, Y, mask=None, covariates=None):
+        validation.check_choice("init", self.init, ("random", "irm"))
+        Y, mask = self._prepare(Y, mask, covariates)
+        self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric)
+        k_init, k_mcmc = jax.random.split(_key(self.random_state))
+        start = None
+        if self.init == "irm":
+            start = lfrm.irm_start(k_init, Y, mask, k_max=self.n_features_max, symmetric=self.symmetric, num_chains=self.num_chains)
+        self.samples_ = lfrm.sample_posterior(k_mcmc, Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
+                                              num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start)
+        self.n_features_ = float(np.mean(self.samples_["n_features"]))
+        return self
+
+    def _predict(self):
+        return lfrm.predict_proba(self.samples_, self.hyperparams_)
+
+
+class IRMLinkPredictor(_LinkPredictor):
+    """The infinite relational model (Kemp et al. 2006) by collapsed Gibbs sampling.
+
+    Parameters
+    ----------
+    n_clusters_max : int, default=24
+    symmetric : bool
+    gamma, beta : CRP concentration and Beta prior of the block probabilities.
+    num_warmup, num_samples, num_chains, random_state : as ``LFRMLinkPredictor``.
+    """
+
+    def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, num_warmup=200, num_samples=800,
+                 num_chains=1, random_state=None):
+        self.n_clusters_max = n_clusters_max
+        self.symmetric = symmetric
+        self.gamma = gamma
+        self.beta = beta
+        self.num_warmup = num_warmup
+        self.num_samples = num_samples
+        self.num_chains = num_chains
+        self.random_state = random_state
+
+    def fit(self, Y, mask=None, covariates=None):
+        Y, mask = self._prepare(Y, mask, covariates)
+        self.hyperparams_ = irm.Hyperparams(c_max=self.n_clusters_max, symmetric=self.symmetric, gamma=self.gamma, beta=self.beta)
+        self.samples_ = irm.sample_posterior(_key(self.random_state), Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
+                                             num_samples=self.num_samples, num_chains=self.num_chains)
+        self.n_clusters_ = float(np.mean(self.samples_["n_clusters"]))
+        return self
+
+    def _predict(self):
+        return irm.predict_proba(self.samples_, self.Y_, self.mask_, self.hyperparams_)

@@ -20,7 +20,8 @@ class VectorisedKernel(MCMCKernel):
     """A numpyro kernel from ``init_one(key, init_params, *model_args) -> state`` and
     ``step_one(state, *model_args) -> state`` (the key lives in the state). With
     ``chain_method="vectorized"`` numpyro hands ``init`` a batch of keys; the chains are
-    then initialised and stepped under ``vmap``. The state's ``sample`` property is what
+    then initialised and stepped under ``vmap`` (``init_params``, if given, then has a
+    leading chain axis, as numpyro's own kernels expect). The state's ``sample`` property is what
     each draw records; ``self.num_warmup`` is known to ``step_one``."""
 
     sample_field = "sample"
@@ -38,8 +39,11 @@ class VectorisedKernel(MCMCKernel):
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self.num_warmup = num_warmup
         self._batched = _is_batch_of_keys(rng_key)
-        start = lambda k: self.init_one(k, init_params, *model_args)
-        return jax.vmap(start)(rng_key) if self._batched else start(rng_key)
+        if not self._batched:
+            return self.init_one(rng_key, init_params, *model_args)
+        if init_params is None:
+            return jax.vmap(lambda k: self.init_one(k, None, *model_args))(rng_key)
+        return jax.vmap(lambda k, p: self.init_one(k, p, *model_args))(rng_key, init_params)
 
     def sample(self, state, model_args, model_kwargs):
         one = lambda s: self.step_one(s, *model_args)
@@ -48,7 +52,10 @@ class VectorisedKernel(MCMCKernel):
 
 def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_samples: int, num_chains: int = 1,
                thinning: int = 1, init_params=None, progress: bool = False) -> dict:
-    """Run vectorised chains with numpyro's ``MCMC`` driver; draws as (chain, draw, ...)."""
+    """Run vectorised chains with numpyro's ``MCMC`` driver; draws as (chain, draw, ...).
+    A 2-D ``init_params`` (one start for all chains) is repeated along the chain axis."""
+    if init_params is not None and num_chains > 1:
+        init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
                 chain_method="vectorized", progress_bar=progress)
     mcmc.run(key, *model_args, init_params=init_params)

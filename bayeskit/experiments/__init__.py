@@ -5,7 +5,7 @@ our numbers beside the paper's and writes JSON (and PNG where the paper has a fi
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
-from . import bsml_ard, ibp_toy, bsml_semisupervised, bsml_supervised, sbmoe_sensitivity, sbmoe_synthetic
+from . import bsml_ard, ibp_toy, lfrm_link_prediction, bsml_semisupervised, bsml_supervised, sbmoe_sensitivity, sbmoe_synthetic
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -14,6 +14,7 @@ EXPERIMENTS = {
     "sbmoe_synthetic": sbmoe_synthetic,
     "sbmoe_sensitivity": sbmoe_sensitivity,
     "ibp_toy": ibp_toy,
+    "lfrm_link_prediction": lfrm_link_prediction,
 }
 
 __all__ = ["EXPERIMENTS"]

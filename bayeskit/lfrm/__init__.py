@@ -53,6 +53,28 @@ def _check_hparams(hparams: Hyperparams):
         raise ValueError("bias_scale must be positive and target_accept in (0, 1).")
 
 
+def features_from_clusters(z, k_max: int):
+    """One-hot features (N, n_clusters) from cluster labels (the paper's IRM start);
+    a ``ValueError`` if there are more clusters than ``k_max``."""
+    z = np.asarray(z)
+    labels, z = np.unique(z, return_inverse=True)
+    if len(labels) > k_max:
+        raise ValueError(f"{len(labels)} clusters do not fit in k_max = {k_max} feature columns.")
+    return np.eye(len(labels))[z.reshape(-1)]
+
+
+def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweeps: int = 15, num_chains: int = 1):
+    """Starting Z for each chain from ``n_sweeps`` IRM Gibbs sweeps (paper: 15): the
+    clusters of the last sweep, one-hot; shape (num_chains, N, k_max). The IRM may use
+    at most three quarters of the columns, so that features can still be born."""
+    from .. import irm
+
+    hp = irm.Hyperparams(c_max=max(1, (3 * k_max) // 4), symmetric=symmetric)  # a quarter left for births
+    z = irm.sample_posterior(key, Y, mask, hp, num_warmup=n_sweeps - 1, num_samples=1, num_chains=num_chains)["z"][:, -1]
+    n = np.shape(z)[-1]
+    return np.stack([np.pad(f, ((0, 0), (0, k_max - f.shape[1]))) for f in (features_from_clusters(zc, k_max) for zc in np.asarray(z))]).reshape(num_chains, n, k_max)
+
+
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
                      progress: bool = False) -> dict:
@@ -69,6 +91,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
         raise ValueError("symmetric=True needs a symmetric Y and mask.")
     data = as_data(Y, mask, hparams.symmetric)
+    if init_Z is not None and np.ndim(init_Z) == 3 and num_chains == 1:
+        init_Z = init_Z[0]
     samples = run_chains(LFRMGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
                          num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
     if bool(np.any(samples["saturated"])):
@@ -77,5 +101,5 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     return samples
 
 
-__all__ = ["Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_relations", "gibbs", "model",
-           "predict_proba", "sample_posterior"]
+__all__ = ["Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_relations", "features_from_clusters",
+           "gibbs", "irm_start", "model", "predict_proba", "sample_posterior"]
