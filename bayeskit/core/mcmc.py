@@ -57,6 +57,6 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
     if init_params is not None and num_chains > 1:
         init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
-                chain_method="vectorized", progress_bar=progress)
+                chain_method="vectorized", progress_bar=progress, jit_model_args=True)
     mcmc.run(key, *model_args, init_params=init_params)
     return mcmc.get_samples(group_by_chain=True)
