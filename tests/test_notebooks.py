@@ -44,6 +44,22 @@ def _n_images(nb) -> int:
     return sum("image/png" in out.get("data", {}) for cell in nb.cells for out in cell.get("outputs", []))
 
 
+def _run(path, params, tmp_path, monkeypatch):
+    """Execute the notebook at ``path`` with ``params`` in the parameters cell, in an empty
+    working directory; returns the executed notebook."""
+    nb = nbformat.read(path, as_version=4)
+    _set_parameters(nb, params)
+    # The kernel inherits os.environ: no progress bars, and this checkout importable
+    # from the temporary working directory.
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.delenv("MPLBACKEND", raising=False)  # ipykernel then picks its inline backend
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError on the first failing cell
+    assert list(tmp_path.iterdir()) == []  # the notebook leaves no files behind
+    return nb
+
+
 def test_notebook_stored_clean():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbformat.validate(nb)
@@ -54,18 +70,7 @@ def test_notebook_stored_clean():
 
 
 def test_bsml_notebook_runs(tmp_path, monkeypatch):
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    _set_parameters(nb, SMALL)
-    # The kernel inherits os.environ: no progress bars, and this checkout importable
-    # from the temporary working directory.
-    monkeypatch.setenv("CI", "1")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    monkeypatch.delenv("MPLBACKEND", raising=False)  # ipykernel then picks its inline backend
-    client = nbclient.NotebookClient(
-        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    )
-    client.execute()  # raises CellExecutionError on the first failing cell
-
+    nb = _run(NOTEBOOK, SMALL, tmp_path, monkeypatch)
     text = _text_outputs(nb)
     assert "hamming_loss" in text
     for method in ("BSML (R = 2)", "MLDA+PROBIT", "PROBIT (D = 72)", "BSML+ARD", "BSSML (all inputs)", "best of 4"):
@@ -75,7 +80,6 @@ def test_bsml_notebook_runs(tmp_path, monkeypatch):
     assert "ELBO never decreases: True" in text
     assert "identical predictions: True" in text
     assert _n_images(nb) >= 3  # embeddings, ARD relevance, ELBO traces
-    assert list(tmp_path.iterdir()) == []  # the notebook leaves no files behind
 
 
 SBMOE_NOTEBOOK = ROOT / "notebooks" / "sbmoe.ipynb"
@@ -91,17 +95,30 @@ def test_sbmoe_notebook_stored_clean():
 
 
 def test_sbmoe_notebook_runs(tmp_path, monkeypatch):
-    nb = nbformat.read(SBMOE_NOTEBOOK, as_version=4)
-    _set_parameters(nb, SBMOE_SMALL)
-    monkeypatch.setenv("CI", "1")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
-    monkeypatch.delenv("MPLBACKEND", raising=False)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-
+    nb = _run(SBMOE_NOTEBOOK, SBMOE_SMALL, tmp_path, monkeypatch)
     text = _text_outputs(nb)
     kls = {m: float(v) for m, v in re.findall(r"^(SBMoE|C-DPMM|GP)\s+exact KL (\S+)", text, flags=re.M)}
     assert set(kls) == {"SBMoE", "C-DPMM", "GP"} and all(0 <= v < 5 for v in kls.values())
     assert "effective neighbours" in text and "final ELBO of 3 restarts" in text
     assert _n_images(nb) >= 4
-    assert list(tmp_path.iterdir()) == []
+
+
+LFRM_NOTEBOOK = ROOT / "notebooks" / "lfrm.ipynb"
+LFRM_SMALL = {"N_IMAGES": 40, "IBP_SWEEPS": 40, "IBP_CHAINS": 2, "LFRM_WARMUP": 8, "LFRM_SAMPLES": 8, "N_RELATIONS": 3}
+
+
+def test_lfrm_notebook_stored_clean():
+    nb = nbformat.read(LFRM_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    assert re.search(r"^IBP_SWEEPS = 1000\b", _parameters_cell(nb).source, flags=re.M)
+
+
+def test_lfrm_notebook_runs(tmp_path, monkeypatch):
+    nb = _run(LFRM_NOTEBOOK, LFRM_SMALL, tmp_path, monkeypatch)
+    text = _text_outputs(nb)
+    aucs = {m: float(v) for m, v in re.findall(r"^(LFRM w/IRM|IRM): held-out AUC (\S+)", text, flags=re.M)}
+    assert set(aucs) == {"LFRM w/IRM", "IRM"} and all(0.6 < v <= 1 for v in aucs.values())
+    assert "sigma_x" in text and "K+ mean" in text
+    assert _n_images(nb) >= 4
