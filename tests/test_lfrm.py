@@ -145,7 +145,7 @@ def test_with_one_observed_cell_the_features_follow_the_prior():
         state = gibbs.init(key, data, hp, Z=jnp.zeros((n, 1)))
         return jax.lax.scan(lambda s, _: (gibbs.step(s, data, hp), s.Z.sum(0) > 0), state, None, length=1500)[1]
 
-    k_plus = np.asarray(jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 4)).sum(-1))[:, 200:].ravel()
+    k_plus = np.asarray(jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 3)).sum(-1))[:, 200:].ravel()
     h_n = float(ibp.harmonic(n))
     sd = math.sqrt(h_n + h_n**2)  # negative binomial: Poisson(alpha H_N), alpha ~ Gamma(1, 1)
     assert abs(k_plus.mean() - h_n) < 4 * sd / math.sqrt(len(k_plus) / 10)
