@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import jax
 import jax.numpy as jnp
 from numpyro.infer import MCMC
@@ -30,11 +32,13 @@ class VectorisedKernel(MCMCKernel):
         self._batched = False
         self.num_warmup = 0
 
+    @abstractmethod
     def init_one(self, key, init_params, *model_args):
-        raise NotImplementedError
+        """The starting state of one chain."""
 
+    @abstractmethod
     def step_one(self, state, *model_args):
-        raise NotImplementedError
+        """One transition of one chain (pure; the key is in the state)."""
 
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self.num_warmup = num_warmup
