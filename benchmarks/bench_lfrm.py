@@ -34,8 +34,7 @@ from numpyro.diagnostics import effective_sample_size
 from scipy.special import expit, gammaln
 
 from bayeskit import lfrm
-from bayeskit.datasets import load_relational
-from bayeskit.experiments.lfrm_link_prediction import split
+from bayeskit.datasets import holdout_split, load_relational
 from bayeskit.lfrm import gibbs
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +47,7 @@ def problem(name: str):
     if Y.ndim == 2:
         Y, mask = Y[None], mask[None]
     hp = lfrm.Hyperparams(**SETTINGS[name])
-    train, _ = split(Y, mask, hp.symmetric)
+    train, _ = holdout_split(Y, mask, hp.symmetric)
     return lfrm.as_data(Y, train, hp.symmetric), hp
 
 

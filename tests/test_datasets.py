@@ -105,3 +105,13 @@ def test_relational_counts_match_the_data_readme():
     assert not np.diag(nips).any()
     with pytest.raises(ValueError, match="unknown relational"):
         load_relational("karate")
+
+
+def test_holdout_split_is_disjoint_symmetric_and_a_fifth():
+    from bayeskit.datasets import holdout_split, load_relational
+
+    nips = load_relational("nips234")
+    train, test = holdout_split(nips["Y"][None], nips["mask"][None], symmetric=True)
+    assert not (train & test).any() and not np.diagonal(train | test, axis1=1, axis2=2).any()
+    np.testing.assert_array_equal(test, test.transpose(0, 2, 1))
+    assert abs(test.sum() / (234 * 233) - 0.2) < 0.01

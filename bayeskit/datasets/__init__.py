@@ -1,7 +1,7 @@
 """Bundled data sets of the source papers and generators of their synthetic data."""
 
 from .ibp import ibp_toy_features, ibp_toy_images
-from .relational import RELATIONAL_NAMES, load_relational
+from .relational import RELATIONAL_NAMES, holdout_split, load_relational
 from .mulan import MULAN_NAMES, load_mulan, mulan_info
 from .sbmoe import (
     sbmoe_conditional_1d,
@@ -13,7 +13,7 @@ from .sbmoe import (
 )
 
 __all__ = [
-    "RELATIONAL_NAMES", "ibp_toy_features", "ibp_toy_images", "load_relational",
+    "RELATIONAL_NAMES", "holdout_split", "ibp_toy_features", "ibp_toy_images", "load_relational",
     "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
     "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d",
 ]

@@ -43,3 +43,17 @@ def load_relational(name: str) -> dict[str, np.ndarray]:
         out = {k: d[k] for k in d.files if k != "source_sha256"}
     out["mask"] = out.pop("Y_observed") if "Y_observed" in out else np.ones(out["Y"].shape, bool)
     return out
+
+
+def holdout_split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2):
+    """(train, test) masks: ``frac`` of the observed off-diagonal cells held out; for a
+    symmetric network unordered pairs are held out (both orientations)."""
+    rng = np.random.default_rng(seed)
+    n = Y.shape[-1]
+    observed = mask & ~np.eye(n, dtype=bool)
+    draw = rng.random(Y.shape) < frac
+    if symmetric:
+        upper = np.triu(draw, 1)
+        draw = upper | np.swapaxes(upper, -1, -2)
+    test = observed & draw
+    return observed & ~test, test

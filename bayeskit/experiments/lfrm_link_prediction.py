@@ -25,7 +25,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from .. import irm, lfrm
-from ..datasets import load_relational
+from ..datasets import holdout_split, load_relational
 from .common import print_table, write_json
 
 NAME = "lfrm_link_prediction"
@@ -37,20 +37,6 @@ PAPER = {
     "nips234": {"LFRM rand": 0.9466, "LFRM w/IRM": 0.9509, "IRM": 0.8906},
 }
 FILES = {"countries": "nations", "kinship": "kinship", "nips234": "nips234"}
-
-
-def split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2):
-    """(train, test) masks: ``frac`` of the observed off-diagonal cells held out; for a
-    symmetric network unordered pairs are held out (both orientations)."""
-    rng = np.random.default_rng(seed)
-    n = Y.shape[-1]
-    observed = mask & ~np.eye(n, dtype=bool)
-    draw = rng.random(Y.shape) < frac
-    if symmetric:
-        upper = np.triu(draw, 1)
-        draw = upper | np.swapaxes(upper, -1, -2)
-    test = observed & draw
-    return observed & ~test, test
 
 
 def _auc(prob, Y, test, symmetric: bool):
@@ -73,7 +59,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         if Y.ndim == 2:
             Y, mask = Y[None], mask[None]
         symmetric = name == "nips234"
-        train, test = split(Y, mask, symmetric, seed)
+        train, test = holdout_split(Y, mask, symmetric, seed)
         k_max = {"countries": 24, "kinship": 16, "nips234": 48}[name]
         key = jax.random.fold_in(jax.random.key(seed), len(name))
         k_rand, k_irm_start, k_irm_lfrm, k_irm = jax.random.split(key, 4)
