@@ -1,5 +1,5 @@
 """Test configuration: float64 available (float32 tests create float32 arrays
-explicitly), no progress bars, and a tiny shared data set."""
+explicitly), no progress bars, and small shared data sets."""
 
 import os
 
@@ -16,6 +16,20 @@ def emotions():
     from bayeskit.datasets import load_mulan
 
     return load_mulan("emotions")
+
+
+@pytest.fixture
+def planted_blocks():
+    """Two relations on 36 objects in three planted blocks with Beta(0.4, 0.4) link
+    probabilities, 20% of the off-diagonal cells held out: (truth, P, Y, train, test)."""
+    rng = np.random.default_rng(1)
+    n, r = 36, 2
+    truth = np.repeat(np.arange(3), 12)
+    P = rng.beta(0.4, 0.4, (r, 3, 3))[:, truth][:, :, truth]
+    Y = (rng.random(P.shape) < P).astype(np.int8)
+    off = ~np.eye(n, dtype=bool)
+    test = (rng.random(Y.shape) < 0.2) & off
+    return truth, P, Y, off & ~test, test
 
 
 @pytest.fixture

@@ -42,17 +42,10 @@ def test_gibbs_conditional_equals_the_joint_ratio(symmetric):
         np.testing.assert_allclose(got[ok] - got[ok].max(), brute[ok] - brute[ok].max(), atol=1e-4)
 
 
-def test_planted_blocks_are_recovered():
-    rng = np.random.default_rng(1)
-    n, r = 36, 2
-    truth = np.repeat(np.arange(3), 12)
-    eta = rng.beta(0.4, 0.4, (r, 3, 3))
-    P = eta[:, truth][:, :, truth]
-    Y = (rng.random(P.shape) < P).astype(np.int8)
-    off = ~np.eye(n, dtype=bool)
-    test = (rng.random(Y.shape) < 0.2) & off
+def test_planted_blocks_are_recovered(planted_blocks):
+    truth, P, Y, train, test = planted_blocks
     hp = irm.Hyperparams(c_max=10)
-    s = irm.sample_posterior(jax.random.key(0), Y, off & ~test, hp, num_warmup=30, num_samples=30)
+    s = irm.sample_posterior(jax.random.key(0), Y, train, hp, num_warmup=30, num_samples=30)
     assert adjusted_rand_score(truth, np.asarray(s["z"][0, -1])) > 0.9
-    prob = np.asarray(irm.predict_proba(s, Y, off & ~test, hp))
+    prob = np.asarray(irm.predict_proba(s, Y, train, hp))
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.03

@@ -1,0 +1,13 @@
+"""scikit-learn style wrappers over the functional core.
+
+``__init__`` stores hyperparameters only; ``fit`` validates on the host, runs the
+jitted core (restarts as one ``vmap``), and sets trailing-underscore attributes.
+One module per family: multilabel classifiers, conditional density regression and
+relational link prediction.
+"""
+
+from .multilabel import BSMLClassifier, ProbitClassifier
+from .regression import SBMoERegressor
+from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
+
+__all__ = ["BSMLClassifier", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor", "ProbitClassifier", "SBMoERegressor"]

@@ -1,0 +1,249 @@
+"""Multilabel classifiers: BSML (Gönen) and the PROBIT baseline."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import bsml, probit
+from ..core import validation
+from ..core.metrics import hamming_loss
+from ..core.status import Status
+from ._common import _best_restart, _key
+
+
+class _MultilabelMixin(ClassifierMixin):
+    """predict / score / tags shared by the multilabel classifiers."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = True
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_label = True
+        return tags
+
+    def _validate_fit_input(self, X, Y, *, allow_missing: bool):
+        """X as a float array and Y as (n, L) int8 in {0, 1} (-1 = missing when allowed).
+
+        A 1-D ``Y`` is one binary label with any two classes (``classes_``); a 2-D ``Y``
+        is multilabel in {0, 1}, with -1 for an unobserved entry.
+        """
+        X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=False)
+        Y = np.asarray(Y)
+        if Y.ndim == 1:
+            kind = type_of_target(Y)
+            if kind not in ("binary", "multiclass"):
+                raise ValueError(f"Unknown label type: {kind}. {type(self).__name__} takes binary or multilabel targets.")
+            classes = np.unique(Y)
+            if classes.size > 2:
+                raise ValueError(
+                    f"Only binary classification is supported for a 1-D target ({classes.size} classes found); "
+                    "give multilabel targets as a (n_samples, n_labels) matrix in {0, 1}."
+                )
+            self._one_d, self.classes_ = True, classes
+            return X, (Y == classes[-1]).astype(np.int8)[:, None] if classes.size == 2 else np.zeros((len(Y), 1), np.int8)
+        self._one_d = False
+        Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=allow_missing)
+        self.classes_ = [np.array([0, 1])] * Y.shape[1]
+        return X, Y
+
+    def _check_X(self, X):
+        check_is_fitted(self, "state_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return X.astype(self.dtype_, copy=False)
+
+    def _finish_fit(self, Y, result, n_restarts):
+        best = _best_restart(result, n_restarts, type(self).__name__)
+        if bool(best.status == Status.max_iter_reached) and self.tol > 0:
+            warnings.warn(f"{type(self).__name__}: {Status[best.status]}", ConvergenceWarning, stacklevel=3)
+        self.result_ = best
+        self.state_ = best.state
+        self.n_iter_ = int(best.n_iter)
+        self.lower_bound_ = float(best.objective)
+        self.converged_ = bool(best.converged)
+        self.n_labels_ = Y.shape[1]
+        return self
+
+    def _format_proba(self, P):
+        P = np.asarray(P)
+        return np.column_stack([1 - P[:, 0], P[:, 0]]) if self._one_d else P
+
+    def predict(self, X):
+        """Labels in {0, 1}: ``predict_proba > 0.5``; shape (n_samples, n_labels)."""
+        P = self.predict_proba(X)
+        if self._one_d:
+            return self.classes_[(P[:, 1] > 0.5).astype(int)] if self.classes_.size == 2 else np.full(len(P), self.classes_[0])
+        return (P > 0.5).astype(int)
+
+    def score(self, X, y, sample_weight=None):
+        """``1 - hamming loss`` of ``predict(X)`` (the paper's main metric); accuracy for 1-D Y."""
+        pred = self.predict(X)
+        y = np.asarray(y).reshape(pred.shape)
+        if self._one_d:
+            return float(np.average(pred == y, weights=sample_weight))
+        return 1.0 - float(hamming_loss(y, pred))
+
+
+class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
+    """Bayesian supervised (and semi-supervised) multilabel learning (Gönen 2014).
+
+    Couples a linear projection to ``n_components`` dimensions with one probit
+    classifier per label, fitted by variational Bayes (:mod:`bayeskit.bsml`). Labels
+    given as -1 are unobserved: the model then is BSSML (Section 3.2), which also uses
+    the inputs of unlabelled rows (transductive use: fit on train + test rows with the
+    test labels set to -1).
+
+    Parameters
+    ----------
+    n_components : int, default=2
+        R, the dimension of the shared subspace.
+    prior : {"entrywise", "ard"}, default="entrywise"
+        "ard" gives BSML+ARD, which switches off dimensions it does not need.
+    max_iter : int, default=500
+    tol : float, default=1e-6
+        Relative tolerance on the lower bound; 0 runs all ``max_iter`` sweeps.
+    random_state : int, RandomState or None
+    n_init : int, default=1
+        Random restarts, run together as one vmapped fit; the best bound is kept.
+    sigma_z : float, default=0.1
+    alpha_phi, beta_phi, alpha_lambda, beta_lambda, alpha_psi, beta_psi : float, default=1
+        Gamma hyperparameters (shape, scale).
+    semisupervised : {"auto", True, False}, default="auto"
+        BSSML; "auto" uses it when Y contains -1.
+    predictive : {"consistent", "author"}, default="consistent"
+    progress : bool, default=False
+
+    Attributes
+    ----------
+    state_ : bayeskit.bsml.State
+    result_ : FitResult of the kept restart
+    n_iter_, lower_bound_, converged_
+    components_ : array (n_components, n_features), the mean projection ``<Q>'``
+    active_components_ : bool array (n_components,), dimensions that survive
+    lower_bound_trace_ : array of the bound per sweep
+    """
+
+    def __init__(
+        self,
+        n_components=2,
+        *,
+        prior="entrywise",
+        max_iter=500,
+        tol=1e-6,
+        random_state=None,
+        n_init=1,
+        sigma_z=0.1,
+        alpha_phi=1.0,
+        beta_phi=1.0,
+        alpha_lambda=1.0,
+        beta_lambda=1.0,
+        alpha_psi=1.0,
+        beta_psi=1.0,
+        semisupervised="auto",
+        predictive="consistent",
+        progress=False,
+    ):
+        self.n_components = n_components
+        self.prior = prior
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.n_init = n_init
+        self.sigma_z = sigma_z
+        self.alpha_phi = alpha_phi
+        self.beta_phi = beta_phi
+        self.alpha_lambda = alpha_lambda
+        self.beta_lambda = beta_lambda
+        self.alpha_psi = alpha_psi
+        self.beta_psi = beta_psi
+        self.semisupervised = semisupervised
+        self.predictive = predictive
+        self.progress = progress
+
+    def _hyperparams(self, semisupervised: bool) -> bsml.Hyperparams:
+        return bsml.Hyperparams(
+            n_components=self.n_components,
+            prior=self.prior,
+            semisupervised=semisupervised,
+            alpha_phi=self.alpha_phi,
+            beta_phi=self.beta_phi,
+            alpha_lambda=self.alpha_lambda,
+            beta_lambda=self.beta_lambda,
+            alpha_psi=self.alpha_psi,
+            beta_psi=self.beta_psi,
+            sigma_z=self.sigma_z,
+        )
+
+    def fit(self, X, Y):
+        """Fit on X (n_samples, n_features) and Y (n_samples, n_labels) in {0, 1, -1}."""
+        validation.check_choice("semisupervised", self.semisupervised, ("auto", True, False))
+        validation.check_choice("predictive", self.predictive, bsml.PREDICTIVES)
+        validation.check_int_in("n_init", self.n_init, 1)
+        validation.check_int_in("max_iter", self.max_iter, 1)
+        X, Y = self._validate_fit_input(X, Y, allow_missing=self.semisupervised is not False)
+        semi = bool(np.any(Y < 0)) if self.semisupervised == "auto" else bool(self.semisupervised)
+        hp = self._hyperparams(semi)
+        bsml._check_inputs(X, Y, hp)
+        X_j = jnp.asarray(X)
+        self.dtype_ = np.dtype(X_j.dtype)
+        key = _key(self.random_state)
+        run = lambda k: bsml.fit(k, X_j, Y, hp, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
+        result = jax.vmap(run)(jax.random.split(key, self.n_init)) if self.n_init > 1 else run(key)
+        self.hyperparams_ = hp
+        self._finish_fit(Y, result, self.n_init)
+        self.components_ = np.asarray(self.state_.q_mean.T)
+        self.active_components_ = np.asarray(bsml.active_components(self.state_))
+        self.lower_bound_trace_ = np.asarray(self.result_.trace[: self.n_iter_])
+        return self
+
+    def predict_proba(self, X):
+        """``P(y = 1)`` per label, shape (n_samples, n_labels) ((n_samples, 2) for 1-D Y)."""
+        X = self._check_X(X)
+        return self._format_proba(bsml.predict_proba(self.state_, X, self.hyperparams_, predictive=self.predictive))
+
+    def transform(self, X):
+        """The embeddings ``<Q>' x``, shape (n_samples, n_components)."""
+        return np.asarray(bsml.transform(self.state_, self._check_X(X)))
+
+
+class ProbitClassifier(_MultilabelMixin, BaseEstimator):
+    """One variational Bayesian probit classifier per label (the paper's PROBIT).
+
+    Parameters
+    ----------
+    max_iter, tol, random_state : as in :class:`BSMLClassifier`.
+    alpha_lambda, beta_lambda, alpha_psi, beta_psi : float, default=1
+    predictive : {"consistent", "author"}
+    """
+
+    def __init__(self, *, max_iter=500, tol=1e-6, random_state=None, alpha_lambda=1.0, beta_lambda=1.0, alpha_psi=1.0, beta_psi=1.0, predictive="consistent", progress=False):
+        self.max_iter = max_iter
+        self.tol = tol
+        self.random_state = random_state
+        self.alpha_lambda = alpha_lambda
+        self.beta_lambda = beta_lambda
+        self.alpha_psi = alpha_psi
+        self.beta_psi = beta_psi
+        self.predictive = predictive
+        self.progress = progress
+
+    def fit(self, X, Y):
+        validation.check_choice("predictive", self.predictive, bsml.PREDICTIVES)
+        validation.check_int_in("max_iter", self.max_iter, 1)
+        X, Y = self._validate_fit_input(X, Y, allow_missing=False)
+        priors = probit.ClassifierPriors(self.alpha_lambda, self.beta_lambda, self.alpha_psi, self.beta_psi)
+        result = probit.fit(_key(self.random_state), X, Y, priors, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
+        self.dtype_ = np.dtype(jnp.asarray(X).dtype)
+        return self._finish_fit(Y, result, 1)
+
+    def predict_proba(self, X):
+        X = self._check_X(X)
+        return self._format_proba(probit.predict_proba(self.state_, X, predictive=self.predictive))
