@@ -28,7 +28,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from .core.mcmc import VectorisedKernel, run_chains
 from .lfrm import check_relations
-from .lfrm.model import Data, as_data
+from .lfrm.model import Data, as_data, by_relation, per_relation
 
 
 class Hyperparams(eqx.Module):
@@ -176,8 +176,8 @@ def step(state: State, data: Data, hparams: Hyperparams) -> State:
 class IRMGibbs(VectorisedKernel):
     """The collapsed Gibbs sampler as a numpyro kernel (``run(key, data)``)."""
 
-    def __init__(self, hparams: Hyperparams | None = None):
-        super().__init__()
+    def __init__(self, hparams: Hyperparams | None = None, data_per_chain: bool = False):
+        super().__init__(data_per_chain)
         self.hparams = hparams or Hyperparams()
 
     def init_one(self, key, init_params, data):
@@ -188,9 +188,12 @@ class IRMGibbs(VectorisedKernel):
 
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
-                     num_samples: int = 800, num_chains: int = 1, thinning: int = 1, progress: bool = False) -> dict:
+                     num_samples: int = 800, num_chains: int = 1, thinning: int = 1, separate_relations: bool = False,
+                     progress: bool = False) -> dict:
     """Run vectorised IRM chains on Y (R, N, N) or (N, N) with training ``mask``; draws
-    (chain, draw, ...) of z (cluster labels), n_clusters and log_joint."""
+    (chain, draw, ...) of z (cluster labels), n_clusters and log_joint. With
+    ``separate_relations`` each relation has its own partition (one vectorised call) and
+    the draws are (relation, chain, draw, ...)."""
     import warnings
 
     hparams = hparams or Hyperparams()
@@ -198,8 +201,12 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
         raise ValueError("c_max must be at least 1 and gamma, beta positive.")
     Y, mask = check_relations(Y, mask)
     data = as_data(Y, mask, hparams.symmetric)
-    samples = run_chains(IRMGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
-                         num_chains=num_chains, thinning=thinning, progress=progress)
+    if separate_relations:
+        data = per_relation(data, num_chains)
+    samples = run_chains(IRMGibbs(hparams, separate_relations), key, data, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=num_chains * (Y.shape[0] if separate_relations else 1), thinning=thinning, progress=progress)
+    if separate_relations:
+        samples = by_relation(samples, Y.shape[0])
     if int(np.max(samples["n_clusters"])) >= hparams.c_max:
         warnings.warn(f"a chain used all c_max = {hparams.c_max} clusters; raise c_max.", RuntimeWarning, stacklevel=2)
     return samples
@@ -207,8 +214,12 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
 
 def predict_proba(samples: dict, Y, mask, hparams: Hyperparams, chunk_size: int = 32) -> Float[Array, "r n n"]:
     """Posterior predictive Pr(y_rij = 1) = (beta + n1) / (2 beta + n1 + n0) of the
-    cell's block, averaged over the draws."""
+    cell's block, averaged over the draws ((chain, draw, N), or (relation, chain, draw, N)
+    from separate per-relation partitions)."""
     Y, mask = check_relations(Y, mask)
+    if jnp.ndim(samples["z"]) == 4:
+        return jnp.concatenate([predict_proba({"z": samples["z"][r]}, Y[r:r + 1], mask[r:r + 1], hparams, chunk_size)
+                                for r in range(Y.shape[0])])
     data = as_data(Y, mask, hparams.symmetric)
     z = jnp.asarray(samples["z"]).reshape(-1, jnp.shape(samples["z"])[-1])
 

@@ -49,3 +49,16 @@ def test_planted_blocks_are_recovered(planted_blocks):
     assert adjusted_rand_score(truth, np.asarray(s["z"][0, -1])) > 0.9
     prob = np.asarray(irm.predict_proba(s, Y, train, hp))
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.03
+
+
+def test_separate_relations_equal_one_relation_runs(planted_blocks):
+    _, _, Y, train, _ = planted_blocks
+    hp = irm.Hyperparams(c_max=6)
+    key = jax.random.key(2)
+    sep = irm.sample_posterior(key, Y, train, hp, num_warmup=2, num_samples=3, separate_relations=True)
+    assert sep["z"].shape == (2, 1, 3, 36)
+    for r in range(2):
+        one = irm.sample_posterior(key, Y[r:r + 1], train[r:r + 1], hp, num_warmup=2, num_samples=3, num_chains=2)
+        np.testing.assert_array_equal(sep["z"][r, 0], one["z"][r])
+        np.testing.assert_allclose(irm.predict_proba(sep, Y, train, hp)[r],
+                                   irm.predict_proba({"z": one["z"][r:r + 1]}, Y[r:r + 1], train[r:r + 1], hp)[0])

@@ -23,14 +23,17 @@ class VectorisedKernel(MCMCKernel):
     ``step_one(state, *model_args) -> state`` (the key lives in the state). With
     ``chain_method="vectorized"`` numpyro hands ``init`` a batch of keys; the chains are
     then initialised and stepped under ``vmap`` (``init_params``, if given, then has a
-    leading chain axis, as numpyro's own kernels expect). The state's ``sample`` property is what
+    leading chain axis, as numpyro's own kernels expect). With ``data_per_chain`` every
+    model argument has a leading chain axis too, so each chain runs on its own data set
+    (independent models in one vectorised call). The state's ``sample`` property is what
     each draw records; ``self.num_warmup`` is known to ``step_one``."""
 
     sample_field = "sample"
 
-    def __init__(self):
+    def __init__(self, data_per_chain: bool = False):
         self._batched = False
         self.num_warmup = 0
+        self.data_per_chain = data_per_chain
 
     @abstractmethod
     def init_one(self, key, init_params, *model_args):
@@ -40,24 +43,31 @@ class VectorisedKernel(MCMCKernel):
     def step_one(self, state, *model_args):
         """One transition of one chain (pure; the key is in the state)."""
 
+    def _one_chain(self, model_args):
+        return jax.tree.map(lambda a: a[0], model_args) if self.data_per_chain else model_args
+
     def init(self, rng_key, num_warmup, init_params, model_args, model_kwargs):
         self.num_warmup = num_warmup
         self._batched = _is_batch_of_keys(rng_key)
         if not self._batched:
-            return self.init_one(rng_key, init_params, *model_args)
+            return self.init_one(rng_key, init_params, *self._one_chain(model_args))
+        data_axes = (0 if self.data_per_chain else None,) * len(model_args)
         if init_params is None:
-            return jax.vmap(lambda k: self.init_one(k, None, *model_args))(rng_key)
-        return jax.vmap(lambda k, p: self.init_one(k, p, *model_args))(rng_key, init_params)
+            return jax.vmap(lambda k, *a: self.init_one(k, None, *a), (0, *data_axes))(rng_key, *model_args)
+        return jax.vmap(lambda k, p, *a: self.init_one(k, p, *a), (0, 0, *data_axes))(rng_key, init_params, *model_args)
 
     def sample(self, state, model_args, model_kwargs):
-        one = lambda s: self.step_one(s, *model_args)
-        return jax.vmap(one)(state) if self._batched else one(state)
+        if not self._batched:
+            return self.step_one(state, *self._one_chain(model_args))
+        data_axes = (0 if self.data_per_chain else None,) * len(model_args)
+        return jax.vmap(lambda s, *a: self.step_one(s, *a), (0, *data_axes))(state, *model_args)
 
 
 def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_samples: int, num_chains: int = 1,
                thinning: int = 1, init_params=None, progress: bool = False) -> dict:
     """Run vectorised chains with numpyro's ``MCMC`` driver; draws as (chain, draw, ...).
-    A 2-D ``init_params`` (one start for all chains) is repeated along the chain axis."""
+    A 2-D ``init_params`` (one start for all chains) is repeated along the chain axis.
+    With ``kernel.data_per_chain`` the model arguments carry the chain axis."""
     if init_params is not None and num_chains > 1:
         init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
     mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,

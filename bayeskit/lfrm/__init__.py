@@ -63,27 +63,34 @@ def features_from_clusters(z, k_max: int):
     return np.eye(len(labels))[z.reshape(-1)]
 
 
-def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweeps: int = 15, num_chains: int = 1):
+def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweeps: int = 15, num_chains: int = 1,
+              separate_relations: bool = False):
     """Starting Z for each chain from ``n_sweeps`` IRM Gibbs sweeps (paper: 15): the
-    clusters of the last sweep, one-hot; shape (num_chains, N, k_max). The IRM may use
-    at most three quarters of the columns, so that features can still be born."""
+    clusters of the last sweep, one-hot; shape (num_chains, N, k_max), or (R, num_chains,
+    N, k_max) with ``separate_relations``. The IRM may use at most three quarters of the
+    columns, so that features can still be born."""
     from .. import irm
 
     hp = irm.Hyperparams(c_max=max(1, (3 * k_max) // 4), symmetric=symmetric)  # a quarter left for births
-    z = irm.sample_posterior(key, Y, mask, hp, num_warmup=n_sweeps - 1, num_samples=1, num_chains=num_chains)["z"][:, -1]
-    n = np.shape(z)[-1]
-    return np.stack([np.pad(f, ((0, 0), (0, k_max - f.shape[1]))) for f in (features_from_clusters(zc, k_max) for zc in np.asarray(z))]).reshape(num_chains, n, k_max)
+    z = np.asarray(irm.sample_posterior(key, Y, mask, hp, num_warmup=n_sweeps - 1, num_samples=1, num_chains=num_chains,
+                                        separate_relations=separate_relations)["z"])[..., -1, :]
+    one_hot = lambda zc: np.pad(features_from_clusters(zc, k_max), ((0, 0), (0, k_max - len(np.unique(zc)))))
+    return np.stack([one_hot(zc) for zc in z.reshape(-1, z.shape[-1])]).reshape(z.shape + (k_max,))
 
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     progress: bool = False) -> dict:
+                     separate_relations: bool = False, progress: bool = False) -> dict:
     """Run ``num_chains`` vectorised LFRM chains on Y (R, N, N) or (N, N).
 
     ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
     held-out and missing cells are False and never treated as zeros. Returns the draws
     (chain, draw, ...): Z (int8), W, c, alpha, sigma_w, n_features (K+), log_joint,
     accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so).
+
+    With ``separate_relations`` each relation gets its own model (the paper's "single"
+    setting), all in one vectorised call: the draws are then (relation, chain, draw, ...)
+    and ``init_Z`` is (R, num_chains, N, k) or None.
     """
     hparams = hparams or Hyperparams()
     _check_hparams(hparams)
@@ -91,10 +98,16 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
         raise ValueError("symmetric=True needs a symmetric Y and mask.")
     data = as_data(Y, mask, hparams.symmetric)
-    if init_Z is not None and np.ndim(init_Z) == 3 and num_chains == 1:
+    n_runs = num_chains
+    if separate_relations:
+        data, n_runs = model.per_relation(data, num_chains), num_chains * Y.shape[0]
+        init_Z = None if init_Z is None else np.reshape(init_Z, (n_runs,) + np.shape(init_Z)[-2:])
+    if init_Z is not None and np.ndim(init_Z) == 3 and n_runs == 1:
         init_Z = init_Z[0]
-    samples = run_chains(LFRMGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
-                         num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
+    samples = run_chains(LFRMGibbs(hparams, separate_relations), key, data, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=n_runs, thinning=thinning, init_params=init_Z, progress=progress)
+    if separate_relations:
+        samples = model.by_relation(samples, Y.shape[0])
     if bool(np.any(samples["saturated"])):
         warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
                       "there; raise k_max.", RuntimeWarning, stacklevel=2)

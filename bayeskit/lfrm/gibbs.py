@@ -201,7 +201,11 @@ def step(state: State, data: Data, hparams: Hyperparams, num_warmup: int = 0) ->
 
 
 def predict_proba(samples: dict, hparams: Hyperparams, chunk_size: int = 16):
-    """Posterior predictive Pr(y_rij = 1) averaged over draws laid out (chain, draw, ...)."""
+    """Posterior predictive Pr(y_rij = 1) averaged over draws laid out (chain, draw, ...),
+    or (relation, chain, draw, ...) for separate per-relation models."""
+    if jnp.ndim(samples["W"]) == 6:
+        return jnp.concatenate([predict_proba({k: v[r] for k, v in samples.items()}, hparams, chunk_size)
+                                for r in range(samples["W"].shape[0])])
     Z, W, c = (jnp.asarray(samples[k]) for k in ("Z", "W", "c"))
     flat = lambda a: a.reshape((-1,) + a.shape[2:])
     Z, W, c = flat(Z).astype(W.dtype), flat(W), flat(c)
@@ -219,8 +223,8 @@ class LFRMGibbs(VectorisedKernel):
     """The LFRM sampler as a numpyro kernel: ``MCMC(LFRMGibbs(hparams), ...).run(key,
     data)`` with ``data`` from ``as_data``; ``init_params`` may be a starting Z."""
 
-    def __init__(self, hparams: Hyperparams | None = None):
-        super().__init__()
+    def __init__(self, hparams: Hyperparams | None = None, data_per_chain: bool = False):
+        super().__init__(data_per_chain)
         self.hparams = hparams or Hyperparams()
 
     def init_one(self, key, init_params, data):

@@ -156,5 +156,17 @@ def as_data(Y: Int8[Array, "r n n"], mask: Bool[Array, "r n n"], symmetric: bool
     return Data(jnp.where(mask, jnp.asarray(Y), 0).astype(jnp.result_type(float)), mask)
 
 
-__all__ = ["Data", "Hyperparams", "LINKS", "State", "as_data", "link_prob", "log_joint", "log_lik_cell",
-           "log_likelihood", "logits", "symmetrise"]
+def per_relation(data: Data, num_chains: int) -> Data:
+    """The "single-relation" setting: each relation as its own one-relation data set,
+    repeated for ``num_chains`` chains; leaves (R * num_chains, 1, N, N), relation-major,
+    for a kernel with ``data_per_chain``."""
+    return jax.tree.map(lambda a: jnp.repeat(a[:, None], num_chains, axis=0), data)
+
+
+def by_relation(samples: dict, n_relations: int) -> dict:
+    """Draws of a per-relation run, (R * chains, draw, ...) -> (R, chains, draw, ...)."""
+    return {k: v.reshape((n_relations, -1) + v.shape[1:]) for k, v in samples.items()}
+
+
+__all__ = ["Data", "Hyperparams", "LINKS", "State", "as_data", "by_relation", "link_prob", "log_joint", "log_lik_cell",
+           "log_likelihood", "logits", "per_relation", "symmetrise"]
