@@ -159,7 +159,7 @@ def time_ours(data, hp, sweeps: int, chains: int):
 def time_numpy(data, hp, sweeps: int):
     rng = np.random.default_rng(0)
     s = gibbs.init(jax.random.key(0), data, hp)
-    Z, W, c = (np.asarray(a, np.float64) for a in (s.Z, s.W, s.c))
+    Z, W, c = (np.asarray(a, np.float64) for a in (s.Z, s.W, s.reg.c))
     Y, M = np.asarray(data.Y, np.float64), np.asarray(data.mask)
     alpha, sigma_w, step = 1.0, 1.0, float(s.step_size)
     t = time.perf_counter()

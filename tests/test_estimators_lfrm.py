@@ -41,9 +41,41 @@ def test_errors():
     Y, _, train, _ = _network()
     with pytest.raises(ValueError, match="init"):
         LFRMLinkPredictor(init="kmeans").fit(Y)
-    with pytest.raises(NotImplementedError, match="covariates"):
+    with pytest.raises(ValueError, match="covariates must be a dict"):
         LFRMLinkPredictor().fit(Y, covariates=np.ones((24, 2)))
     with pytest.raises(ValueError, match="symmetric"):
         IRMLinkPredictor(symmetric=True).fit(Y)
     with pytest.raises(ValueError, match="num_samples"):
         IRMLinkPredictor(num_samples=0).fit(Y)
+
+
+def test_covariate_errors():
+    Y = np.zeros((5, 5), np.int8)
+    est = LFRMLinkPredictor(num_warmup=1, num_samples=1)
+    with pytest.raises(ValueError, match="pair covariates"):
+        est.fit(Y, covariates={"pair": np.zeros((5, 4))})
+    with pytest.raises(ValueError, match="sender covariates"):
+        est.fit(Y, covariates={"sender": np.zeros((4, 2))})
+    with pytest.raises(ValueError, match="non-finite"):
+        est.fit(Y, covariates={"receiver": np.full((5, 1), np.nan)})
+    with pytest.raises(ValueError, match="keys among"):
+        est.fit(Y, covariates={"distance": np.zeros((5, 5))})
+    with pytest.raises(ValueError, match="no receiver"):
+        LFRMLinkPredictor(symmetric=True).fit(Y, covariates={"receiver": np.zeros((5, 1))})
+    with pytest.raises(ValueError, match="without covariates"):
+        IRMLinkPredictor().fit(Y, covariates={"sender": np.zeros((5, 1))})
+
+
+def test_lfrm_with_covariates_and_offsets():
+    """The full model through the estimator: a sender covariate that explains the links
+    out of each object, and per-object offsets; the draws carry every term."""
+    Y, P, train, test = _network(2)
+    x = np.random.default_rng(3).normal(size=(24, 1))
+    Y = np.where(x > 1.0, 1, Y).astype(np.int8)  # objects with large x link to everyone
+    est = LFRMLinkPredictor(n_features_max=8, offsets=True, num_warmup=20, num_samples=20, random_state=0)
+    prob = est.fit(Y, train, covariates={"sender": x}).predict_proba()
+    assert prob.shape == Y.shape
+    assert est.samples_["beta_p"].shape == (1, 20, 1, 1) and est.samples_["a"].shape == (1, 20, 1, 24)
+    assert est.samples_["beta_c"].shape == (1, 20, 1, 0)
+    assert float(np.mean(est.samples_["beta_p"])) > 0
+    assert roc_auc_score(Y[test], prob[test]) > 0.9

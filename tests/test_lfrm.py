@@ -16,12 +16,23 @@ from bayeskit import ibp, lfrm
 from bayeskit.lfrm import gibbs, model
 
 
-def _np_loglik(Y, mask, Z, W, c, link="logistic", symmetric=False):
-    """Full-tensor log-likelihood in NumPy (independent of the row-wise code)."""
+def _np_eta(Z, W, reg, cov, symmetric=False):
+    """eta of the full model in NumPy, term by term as the paper writes it."""
     if symmetric:
         W = np.triu(W) + np.swapaxes(np.triu(W, 1), 1, 2)
+        reg = dict(reg, beta_c=reg["beta_p"], b=reg["a"])
+        cov = dict(cov, receiver=cov["sender"])
+    sender = cov["sender"] @ reg["beta_p"].T + reg["a"].T  # (N, R)
+    receiver = cov["receiver"] @ reg["beta_c"].T + reg["b"].T
+    return (np.einsum("ik,rkl,jl->rij", Z, W, Z) + np.einsum("rp,pij->rij", reg["beta"], cov["pair"])
+            + sender.T[:, :, None] + receiver.T[:, None, :] + reg["c"][:, None, None])
+
+
+def _np_loglik(Y, mask, Z, W, reg, cov, link="logistic", symmetric=False):
+    """Full-tensor log-likelihood in NumPy (independent of the row-wise code)."""
+    if symmetric:
         mask = mask & np.triu(np.ones(mask.shape[-2:], bool), 1)
-    eta = np.einsum("ik,rkl,jl->rij", Z, W, Z) + c[:, None, None]
+    eta = _np_eta(Z, W, reg, cov, symmetric)
     ll = Y * eta - np.logaddexp(0, eta) if link == "logistic" else log_ndtr((2 * Y - 1) * eta)
     return float(np.sum(np.where(mask, ll, 0.0)))
 
@@ -35,13 +46,25 @@ def _np_log_prior_matrix(Z, alpha):
             + np.sum(gammaln(n - m + 1) + gammaln(m) - gammaln(n + 1)))
 
 
-def _problem(rng, n=5, r=2, k=3, k_max=5):
+def _problem(rng, n=5, r=2, k=3, k_max=5, p=2, dp=3, dc=1):
+    """A random full-model problem: Y, mask, Z, W, regression terms and covariates."""
     Y = rng.integers(0, 2, (r, n, n)).astype(float)
     mask = rng.random((r, n, n)) < 0.8
     Z = np.pad(rng.integers(0, 2, (n, k)).astype(float), ((0, 0), (0, k_max - k)))
     W = rng.normal(size=(r, k_max, k_max))
-    c = rng.normal(size=r)
-    return Y, mask, Z, W, c
+    cov = {"pair": rng.normal(size=(p, n, n)), "sender": rng.normal(size=(n, dp)), "receiver": rng.normal(size=(n, dc))}
+    reg = {"c": rng.normal(size=r), "beta": rng.normal(size=(r, p)), "beta_p": rng.normal(size=(r, dp)),
+           "beta_c": rng.normal(size=(r, dc)), "a": rng.normal(size=(r, n)), "b": rng.normal(size=(r, n))}
+    return Y, mask, Z, W, reg, cov
+
+
+def _jax_terms(reg, cov, symmetric):
+    """The same terms as the library's types (receiver terms dropped when symmetric)."""
+    if symmetric:
+        reg = dict(reg, beta_c=reg["beta_c"][:, :0], b=reg["b"][:, :0])
+        cov = dict(cov, receiver=cov["receiver"][:, :0])
+    return (model.Regression(*(jnp.asarray(reg[k]) for k in model.REGRESSION_TERMS)),
+            model.Covariates(*(jnp.asarray(cov[k]) for k in ("pair", "sender", "receiver"))))
 
 
 @pytest.mark.parametrize("link,symmetric", [("logistic", False), ("probit", False), ("logistic", True)])
@@ -49,23 +72,24 @@ def test_flip_log_odds_equal_the_brute_force_posterior_ratio(link, symmetric):
     rng = np.random.default_rng(0)
     alpha = 1.4
     for _ in range(6):
-        Y, mask, Z, W, c = _problem(rng)
+        Y, mask, Z, W, reg, cov = _problem(rng)
         if symmetric:
             Y, mask = np.triu(Y, 1) + np.swapaxes(np.triu(Y, 1), 1, 2), mask & np.swapaxes(mask, 1, 2)
-        data = model.as_data(Y.astype(np.int8), mask, symmetric)
+        jreg, jcov = _jax_terms(reg, cov, symmetric)
+        data = model.as_data(Y.astype(np.int8), mask, symmetric, jcov)
+        O = model.offset(jreg, data.covariates, symmetric)
         i = int(rng.integers(Z.shape[0]))
         Zo = Z.copy()
         Zo[i] = 0
         m_o = Zo.sum(0)
-        Wf = model.symmetrise(jnp.asarray(W, jnp.float32), symmetric)
+        Wf = model.symmetrise(jnp.asarray(W), symmetric)
         for k in np.flatnonzero(m_o > 0):
             one, zero = Z.copy(), Z.copy()
             one[i, k], zero[i, k] = 1, 0
-            want = (_np_log_prior_matrix(one, alpha) + _np_loglik(Y, mask, one, W, c, link, symmetric)
-                    - _np_log_prior_matrix(zero, alpha) - _np_loglik(Y, mask, zero, W, c, link, symmetric))
-            got = gibbs._flip_log_odds(jnp.asarray(Z[i], jnp.float32), int(k), i, jnp.asarray(Zo, jnp.float32),
-                                       jnp.asarray(m_o, jnp.float32), Wf, jnp.asarray(c, jnp.float32), data, link)
-            assert float(got) == pytest.approx(want, abs=1e-3)
+            want = (_np_log_prior_matrix(one, alpha) + _np_loglik(Y, mask, one, W, reg, cov, link, symmetric)
+                    - _np_log_prior_matrix(zero, alpha) - _np_loglik(Y, mask, zero, W, reg, cov, link, symmetric))
+            got = gibbs._flip_log_odds(jnp.asarray(Z[i]), int(k), i, jnp.asarray(Zo), jnp.asarray(m_o), Wf, O, data, link)
+            assert float(got) == pytest.approx(want, abs=1e-8)
 
 
 def test_row_likelihood_differences_equal_full_likelihood_differences():
@@ -73,8 +97,10 @@ def test_row_likelihood_differences_equal_full_likelihood_differences():
     changes the full likelihood exactly as the row's cells say."""
     rng = np.random.default_rng(1)
     for _ in range(6):
-        Y, mask, Z, W, c = _problem(rng)
-        data = model.as_data(Y.astype(np.int8), mask, False)
+        Y, mask, Z, W, reg, cov = _problem(rng)
+        jreg, jcov = _jax_terms(reg, cov, False)
+        data = model.as_data(Y.astype(np.int8), mask, False, jcov)
+        O = model.offset(jreg, data.covariates, False)
         i = int(rng.integers(Z.shape[0]))
         Zo = Z.copy()
         Zo[i] = 0
@@ -84,10 +110,9 @@ def test_row_likelihood_differences_equal_full_likelihood_differences():
         W_new = np.where(free[:, None] | free[None, :], rng.normal(size=W.shape), W)
         Z_new = Z.copy()
         Z_new[i] = z_new
-        want = _np_loglik(Y, mask, Z_new, W_new, c) - _np_loglik(Y, mask, Z, W, c)
-        f = lambda z, w: gibbs._row_loglik(jnp.asarray(z, jnp.float32), i, jnp.asarray(Zo, jnp.float32),
-                                           jnp.asarray(w, jnp.float32), jnp.asarray(c, jnp.float32), data, "logistic")
-        assert float(f(z_new, W_new) - f(Z[i], W)) == pytest.approx(want, abs=1e-3)
+        want = _np_loglik(Y, mask, Z_new, W_new, reg, cov) - _np_loglik(Y, mask, Z, W, reg, cov)
+        f = lambda z, w: gibbs._row_loglik(jnp.asarray(z), i, jnp.asarray(Zo), jnp.asarray(w), O, data, "logistic")
+        assert float(f(z_new, W_new) - f(Z[i], W)) == pytest.approx(want, abs=1e-8)
 
 
 def _planted(seed=0, n=40, k=3, r=2):
@@ -182,3 +207,43 @@ def test_separate_relations_equal_one_relation_runs():
     prob = np.asarray(lfrm.predict_proba(sep, hp))
     want = np.concatenate([lfrm.predict_proba({k: v[r] for k, v in sep.items()}, hp) for r in range(2)])
     np.testing.assert_allclose(prob, want)
+
+
+def test_hmc_mass_of_the_regression_terms_is_the_fisher_diagonal():
+    """The mass from the transposed offset map equals sum over cells of v (d eta / d theta)^2
+    from the Jacobian."""
+    rng = np.random.default_rng(6)
+    for symmetric in (False, True):
+        Y, mask, Z, W, reg, cov = _problem(rng)
+        hp = lfrm.Hyperparams(k_max=5, symmetric=symmetric, offsets=True, coefficient_scale=2.0, offset_scale=0.5)
+        jreg, jcov = _jax_terms(reg, cov, symmetric)
+        data = model.as_data(Y.astype(np.int8), mask, symmetric, jcov)
+        _, got = gibbs._mass(jnp.asarray(Z), jreg, 1.0, data, hp)
+        rate = Y.sum((1, 2), where=np.asarray(data.mask)) / np.asarray(data.mask).sum((1, 2))
+        v = rate * (1 - rate)
+        jac = jax.jacfwd(lambda r: model.offset(r, data.covariates, symmetric))(jreg)
+        scales = {"c": hp.bias_scale, "beta": 2.0, "beta_p": 2.0, "beta_c": 2.0, "a": 0.5, "b": 0.5}
+        for name in model.REGRESSION_TERMS:
+            J = np.asarray(getattr(jac, name))  # (R, N, N) + shape of the term
+            weights = (v[:, None, None] * np.asarray(data.mask)).reshape(J.shape[:3] + (1,) * (J.ndim - 3))
+            want = np.sum(weights * J**2, axis=(0, 1, 2)) + 1 / scales[name] ** 2
+            np.testing.assert_allclose(getattr(got, name), want, rtol=1e-10, err_msg=name)
+
+
+@pytest.mark.filterwarnings("ignore:some draws use all")
+def test_covariate_coefficients_are_recovered():
+    """No latent structure, one pair and one sender covariate with known coefficients:
+    the posterior means are within four posterior standard deviations of the truth."""
+    rng = np.random.default_rng(7)
+    n = 40
+    cov = {"pair": rng.normal(size=(n, n)), "sender": rng.normal(size=(n, 1))}
+    eta = 1.5 * cov["pair"] - 1.0 * cov["sender"] - 0.5
+    Y = (rng.random((n, n)) < expit(eta)).astype(np.int8)
+    hp = lfrm.Hyperparams(k_max=4)
+    s = lfrm.sample_posterior(jax.random.key(1), Y, None, hp, num_warmup=100, num_samples=200, covariates=cov)
+    for name, truth in (("beta", 1.5), ("beta_p", -1.0), ("c", -0.5)):
+        draws = np.asarray(s[name]).ravel()
+        assert abs(draws.mean() - truth) < 4 * draws.std() + 0.05, name
+    prob = np.asarray(lfrm.predict_proba(s, hp, cov))
+    off = ~np.eye(n, dtype=bool)
+    assert roc_auc_score(Y[off], prob[0][off]) > 0.95 * roc_auc_score(Y[off], expit(eta)[off])

@@ -18,10 +18,11 @@ class _LinkPredictor(BaseEstimator):
     relations) marks the observed training cells, default every off-diagonal cell."""
 
     _counts = ("num_warmup", "num_samples", "num_chains")  # integer settings checked by fit
+    _takes_covariates = False
 
     def _prepare(self, Y, mask, covariates):
-        if covariates is not None:
-            raise NotImplementedError(f"{type(self).__name__} does not take covariates yet; fit without them.")
+        if covariates is not None and not self._takes_covariates:
+            raise ValueError(f"{type(self).__name__} is a model without covariates; fit it with covariates=None.")
         for name in self._counts:
             validation.check_int_in(name, getattr(self, name), 0 if name == "num_warmup" else 1)
         self._two_d = np.ndim(Y) == 2
@@ -50,8 +51,14 @@ class LFRMLinkPredictor(_LinkPredictor):
         Undirected relations (symmetric W, unordered pairs counted once).
     init : {"random", "irm"}
         Random features, or the clusters of 15 IRM Gibbs sweeps (the paper's "LFRM w/IRM").
+    offsets : bool, default=False
+        Per-object sender and receiver offsets a_i, b_j (the paper's full model).
     num_warmup, num_samples, num_chains : MCMC sizes (chains vectorised).
     random_state : int, RandomState or None
+
+    ``fit(Y, mask=None, covariates=None)``: ``covariates`` is a dict with any of
+    ``pair`` ((N, N) or (P, N, N)), ``sender`` ((N, Dp)) and ``receiver`` ((N, Dc)); each
+    relation gets its own coefficients.
 
     Attributes
     ----------
@@ -59,12 +66,15 @@ class LFRMLinkPredictor(_LinkPredictor):
     n_features_ : posterior mean number of features K+.
     """
 
-    def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", num_warmup=200,
+    _takes_covariates = True
+
+    def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", offsets=False, num_warmup=200,
                  num_samples=800, num_chains=1, random_state=None):
         self.n_features_max = n_features_max
         self.link = link
         self.symmetric = symmetric
         self.init = init
+        self.offsets = offsets
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -73,18 +83,21 @@ class LFRMLinkPredictor(_LinkPredictor):
     def fit(self, Y, mask=None, covariates=None):
         validation.check_choice("init", self.init, ("random", "irm"))
         Y, mask = self._prepare(Y, mask, covariates)
-        self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric)
+        self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric,
+                                             offsets=self.offsets)
+        self.covariates_ = lfrm.check_covariates(covariates, Y.shape[1], self.symmetric)
         k_init, k_mcmc = jax.random.split(_key(self.random_state))
         start = None
         if self.init == "irm":
             start = lfrm.irm_start(k_init, Y, mask, k_max=self.n_features_max, symmetric=self.symmetric, num_chains=self.num_chains)
         self.samples_ = lfrm.sample_posterior(k_mcmc, Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
-                                              num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start)
+                                              num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start,
+                                              covariates=self.covariates_)
         self.n_features_ = float(np.mean(self.samples_["n_features"]))
         return self
 
     def _predict(self):
-        return lfrm.predict_proba(self.samples_, self.hyperparams_)
+        return lfrm.predict_proba(self.samples_, self.hyperparams_, self.covariates_)
 
 
 class IRMLinkPredictor(_LinkPredictor):

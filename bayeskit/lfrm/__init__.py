@@ -12,8 +12,8 @@ import numpy as np
 from ..core import validation
 from ..core.mcmc import run_chains
 from . import gibbs, model
-from .gibbs import LFRMGibbs, predict_proba
-from .model import LINKS, Data, Hyperparams, State, as_data
+from .gibbs import LFRMGibbs
+from .model import LINKS, Covariates, Data, Hyperparams, State, as_data
 
 
 def check_relations(Y, mask=None):
@@ -40,6 +40,43 @@ def check_relations(Y, mask=None):
     return np.where(mask, Y, 0).astype(np.int8), mask
 
 
+COVARIATE_KINDS = ("pair", "sender", "receiver")
+
+
+def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
+    """Covariates from a dict with any of ``pair`` ((N, N) or (P, N, N), the X_ij),
+    ``sender`` ((N,) or (N, Dp), the X^p_i) and ``receiver`` ((N,) or (N, Dc), the X^c_j),
+    or a :class:`Covariates`; finite values and N matching Y, else a ``ValueError``. An
+    undirected model takes no ``receiver`` (its sender terms serve both ends)."""
+    if covariates is None:
+        return model.no_covariates(n, np.float64)
+    if isinstance(covariates, Covariates):
+        covariates = {k: getattr(covariates, k) for k in COVARIATE_KINDS}
+    if not isinstance(covariates, dict) or set(covariates) - set(COVARIATE_KINDS):
+        raise ValueError(f"covariates must be a dict with keys among {COVARIATE_KINDS}; got {covariates!r:.80}.")
+    if symmetric and np.size(covariates.get("receiver", np.zeros(0))):
+        raise ValueError("an undirected (symmetric) model uses the sender covariates at both ends; pass no receiver covariates.")
+    out = {}
+    for kind in COVARIATE_KINDS:
+        a = covariates.get(kind)
+        if a is None:
+            out[kind] = np.zeros((0, n, n) if kind == "pair" else (n, 0))
+            continue
+        a = np.asarray(a, dtype=np.float64)
+        if kind == "pair":
+            a = a[None] if a.ndim == 2 else a
+            if a.ndim != 3 or a.shape[1:] != (n, n):
+                raise ValueError(f"pair covariates must be (N, N) or (P, N, N) with N = {n}; got shape {a.shape}.")
+        else:
+            a = a[:, None] if a.ndim == 1 else a
+            if a.ndim != 2 or a.shape[0] != n:
+                raise ValueError(f"{kind} covariates must be (N,) or (N, D) with N = {n}; got shape {a.shape}.")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{kind} covariates contain {validation._where_nonfinite(a)}.")
+        out[kind] = a
+    return Covariates(**out)
+
+
 def _check_hparams(hparams: Hyperparams):
     validation.check_choice("link", hparams.link, LINKS)
     if hparams.k_max < 1:
@@ -51,6 +88,8 @@ def _check_hparams(hparams: Hyperparams):
             raise ValueError(f"{name} must be two positive numbers; got {getattr(hparams, name)}.")
     if not float(hparams.bias_scale) > 0 or not 0 < float(hparams.target_accept) < 1:
         raise ValueError("bias_scale must be positive and target_accept in (0, 1).")
+    if not float(hparams.coefficient_scale) > 0 or not float(hparams.offset_scale) > 0:
+        raise ValueError("coefficient_scale and offset_scale must be positive.")
 
 
 def features_from_clusters(z, k_max: int):
@@ -80,13 +119,15 @@ def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweep
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     separate_relations: bool = False, progress: bool = False) -> dict:
+                     covariates=None, separate_relations: bool = False, progress: bool = False) -> dict:
     """Run ``num_chains`` vectorised LFRM chains on Y (R, N, N) or (N, N).
 
     ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
     held-out and missing cells are False and never treated as zeros. Returns the draws
     (chain, draw, ...): Z (int8), W, c, alpha, sigma_w, n_features (K+), log_joint,
-    accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so).
+    accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so),
+    and the regression terms c, beta, beta_p, beta_c, a, b (see :mod:`bayeskit.lfrm.model`).
+    ``covariates``: see :func:`check_covariates`; pass the same to ``predict_proba``.
 
     With ``separate_relations`` each relation gets its own model (the paper's "single"
     setting), all in one vectorised call: the draws are then (relation, chain, draw, ...)
@@ -97,7 +138,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     Y, mask = check_relations(Y, mask)
     if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
         raise ValueError("symmetric=True needs a symmetric Y and mask.")
-    data = as_data(Y, mask, hparams.symmetric)
+    data = as_data(Y, mask, hparams.symmetric, check_covariates(covariates, Y.shape[1], hparams.symmetric))
     n_runs = num_chains
     if separate_relations:
         data, n_runs = model.per_relation(data, num_chains), num_chains * Y.shape[0]
@@ -114,5 +155,13 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     return samples
 
 
-__all__ = ["Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_relations", "features_from_clusters",
+def predict_proba(samples: dict, hparams: Hyperparams, covariates=None, chunk_size: int = 16):
+    """Posterior predictive Pr(y_rij = 1) averaged over the draws of ``sample_posterior``
+    ((chain, draw, ...) or, for separate relations, (relation, chain, draw, ...)), with
+    the covariates of the fit (a dict as there, or ``Covariates``)."""
+    n = np.shape(samples["Z"])[-2]
+    return gibbs.predict_proba(samples, hparams, check_covariates(covariates, n, hparams.symmetric), chunk_size)
+
+
+__all__ = ["COVARIATE_KINDS", "Covariates", "Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_covariates", "check_relations", "features_from_clusters",
            "gibbs", "irm_start", "model", "predict_proba", "sample_posterior"]

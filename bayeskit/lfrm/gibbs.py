@@ -11,9 +11,10 @@ and sigma_w, wired as a numpyro ``MCMCKernel``.
   accepted with the likelihood ratio of row i's cells (an independence Metropolis-
   Hastings step whose proposal is the prior, so the move is exact; the paper instead
   weights each count by a Monte Carlo average of the likelihood over prior draws).
-* (W, c) by Hamiltonian Monte Carlo (``hmc_steps`` leapfrog steps, a diagonal mass from
-  the expected Fisher information given Z, the step size adapted to ``target_accept``
-  during warm-up); the paper uses one random-walk Metropolis step per weight.
+* W and the regression terms (bias, covariate coefficients, offsets) jointly by
+  Hamiltonian Monte Carlo (``hmc_steps`` leapfrog steps, a diagonal mass from the
+  expected Fisher information given Z, the step size adapted to ``target_accept`` during
+  warm-up); the paper uses one random-walk Metropolis step per weight.
 * alpha | Z ~ Gamma(a + K+, b + H_N); sigma_w^2 | W ~ inverse-Gamma over the weights
   between used features, after which the weights of unused columns are redrawn from
   their prior.
@@ -22,37 +23,41 @@ and sigma_w, wired as a numpyro ``MCMCKernel``.
 from __future__ import annotations
 
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import gammaln
 
 from ..core.mcmc import VectorisedKernel
 from ..ibp import prior as ibp_prior
-from .model import Data, Hyperparams, State, link_prob, log_joint, log_lik_cell, log_likelihood, symmetrise, weight_entries
+from .model import (REGRESSION_TERMS, Covariates, Data, Hyperparams, Regression, State, link_prob, log_joint, log_lik_cell,
+                    log_likelihood, log_prior_regression, logits, no_covariates, offset, symmetrise, weight_entries,
+                    zero_regression)
 
 
-def _row_loglik(z, i, Zo, Wf, c, data: Data, link: str):
+def _row_loglik(z, i, Zo, Wf, O, data: Data, link: str):
     """Log-likelihood of the cells in row i and column i when row i of Z is ``z``;
-    ``Zo`` is Z with row i zeroed, ``Wf`` the full (symmetrised) weights."""
+    ``Zo`` is Z with row i zeroed, ``Wf`` the full (symmetrised) weights, ``O`` (R, N, N)
+    the rest of eta (bias, covariates, offsets)."""
     zW = jnp.einsum("k,rkl->rl", z, Wf)
     Wz = jnp.einsum("rkl,l->rk", Wf, z)
-    row = jnp.einsum("rl,jl->rj", zW, Zo) + c[:, None]
-    col = jnp.einsum("jk,rk->rj", Zo, Wz) + c[:, None]
-    row = row.at[:, i].set(jnp.einsum("rk,k->r", zW, z) + c)
+    row = jnp.einsum("rl,jl->rj", zW, Zo) + O[:, i, :]
+    col = jnp.einsum("jk,rk->rj", Zo, Wz) + O[:, :, i]
+    row = row.at[:, i].set(jnp.einsum("rk,k->r", zW, z) + O[:, i, i])
     not_i = jnp.arange(Zo.shape[0]) != i
     ll_row = jnp.where(data.mask[:, i, :], log_lik_cell(data.Y[:, i, :], row, link), 0.0)
     ll_col = jnp.where(data.mask[:, :, i] & not_i, log_lik_cell(data.Y[:, :, i], col, link), 0.0)
     return ll_row.sum() + ll_col.sum()
 
 
-def _flip_log_odds(z, k, i, Zo, m_o, Wf, c, data: Data, link: str):
+def _flip_log_odds(z, k, i, Zo, m_o, Wf, O, data: Data, link: str):
     """log Pr(z_ik = 1 | .) - log Pr(z_ik = 0 | .) for a feature other objects have."""
     n = Zo.shape[0]
-    ll = jax.vmap(lambda v: _row_loglik(z.at[k].set(v), i, Zo, Wf, c, data, link))(jnp.array([0.0, 1.0], z.dtype))
+    ll = jax.vmap(lambda v: _row_loglik(z.at[k].set(v), i, Zo, Wf, O, data, link))(jnp.array([0.0, 1.0], z.dtype))
     return jnp.log(jnp.maximum(m_o[k], 1.0)) - jnp.log(n - m_o[k]) + ll[1] - ll[0]
 
 
-def _update_row(key, i, Z, W, c, alpha, sigma_w, data: Data, hparams: Hyperparams):
+def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     n, k_max = Z.shape
     k_flip, k_count, k_w, k_acc = jax.random.split(key, 4)
     z, Zo = Z[i], Z.at[i].set(0.0)
@@ -61,7 +66,7 @@ def _update_row(key, i, Z, W, c, alpha, sigma_w, data: Data, hparams: Hyperparam
     Wf = symmetrise(W, hparams.symmetric)
 
     def flip(k, z):
-        p_one = jax.nn.sigmoid(_flip_log_odds(z, k, i, Zo, m_o, Wf, c, data, hparams.link))
+        p_one = jax.nn.sigmoid(_flip_log_odds(z, k, i, Zo, m_o, Wf, O, data, hparams.link))
         draw = jax.random.bernoulli(jax.random.fold_in(k_flip, k), p_one).astype(z.dtype)
         return jnp.where(shared[k], z.at[k].set(draw), z)
 
@@ -76,23 +81,24 @@ def _update_row(key, i, Z, W, c, alpha, sigma_w, data: Data, hparams: Hyperparam
     z_new = z * shared + (free & (jnp.cumsum(free) <= n_new)).astype(z.dtype)
     touches_free = (free[:, None] | free[None, :]) & weight_entries(k_max, hparams.symmetric)
     W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
-    log_ratio = (_row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), c, data, hparams.link)
-                 - _row_loglik(z, i, Zo, Wf, c, data, hparams.link))
+    log_ratio = (_row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link)
+                 - _row_loglik(z, i, Zo, Wf, O, data, hparams.link))
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
     z, W = jnp.where(accept, z_new, z), jnp.where(accept, W_new, W)
     return Z.at[i].set(z), W, accept & (n_new > 0)
 
 
-def sweep_z(key, Z, W, c, alpha, sigma_w, data: Data, hparams: Hyperparams):
+def sweep_z(key, Z, W, reg: Regression, alpha, sigma_w, data: Data, hparams: Hyperparams):
     """Gibbs sweep over the rows of Z in a random order; returns (Z, W, the number of
     rows given at least one new feature)."""
     n = Z.shape[0]
+    O = offset(reg, data.covariates, hparams.symmetric)
     k_perm, k_rows = jax.random.split(key)
     order = jax.random.permutation(k_perm, n)
 
     def body(t, carry):
         Z, W, births = carry
-        Z, W, accepted = _update_row(jax.random.fold_in(k_rows, t), order[t], Z, W, c, alpha, sigma_w, data, hparams)
+        Z, W, accepted = _update_row(jax.random.fold_in(k_rows, t), order[t], Z, W, O, alpha, sigma_w, data, hparams)
         return Z, W, births + accepted
 
     return jax.lax.fori_loop(0, n, body, (Z, W, jnp.zeros((), jnp.int32)))
@@ -106,31 +112,43 @@ def _fisher_scale(p, link: str):
     return jax.scipy.stats.norm.pdf(jax.scipy.stats.norm.ppf(p)) ** 2 / (p * (1 - p))
 
 
-def _mass(Z, sigma_w, data: Data, hparams: Hyperparams):
-    """Diagonal HMC mass of (W, c): the expected Fisher information at the relation's
-    base rate given Z (cells each weight touches), plus the prior precision."""
+def _mass(Z, reg: Regression, sigma_w, data: Data, hparams: Hyperparams):
+    """Diagonal HMC mass of (W, regression terms): the expected Fisher information at the
+    relation's base rate given Z, sum over cells of v_r (d eta / d theta)^2, plus the
+    prior precision. eta is linear in the regression terms, so their part is the
+    transpose of ``offset`` with squared covariates applied to the cell weights."""
     cells = data.mask.sum((1, 2))
     rate = jnp.sum(data.Y, (1, 2)) / jnp.maximum(cells, 1)
     v = _fisher_scale(rate, hparams.link)
-    touched = jnp.einsum("ik,rij,jl->rkl", Z, data.mask.astype(Z.dtype), Z)
+    weights = v[:, None, None] * data.mask.astype(Z.dtype)
+    touched = jnp.einsum("ik,rij,jl->rkl", Z, weights, Z)
     if hparams.symmetric:
         touched = touched + jnp.swapaxes(touched, 1, 2) - jnp.eye(Z.shape[1]) * touched
-    return v[:, None, None] * touched + 1 / sigma_w**2, v * cells + 1 / hparams.bias_scale**2
+    squared = jax.tree.map(jnp.square, data.covariates)
+    (fisher,) = jax.linear_transpose(lambda r: offset(r, squared, hparams.symmetric), reg)(weights)
+    if hparams.symmetric:  # sender terms enter both ends: (x_i + x_j)^2 has a cross term
+        X = data.covariates.sender
+        cross_beta = 2 * jnp.einsum("rij,id,jd->rd", weights, X, X)
+        cross_a = 2 * jnp.diagonal(weights, axis1=1, axis2=2) if reg.a.shape[-1] else reg.a
+        fisher = eqx.tree_at(lambda f: (f.beta_p, f.a), fisher, (fisher.beta_p + cross_beta, fisher.a + cross_a))
+    prior = Regression(hparams.bias_scale, *(hparams.coefficient_scale,) * 3, *(hparams.offset_scale,) * 2)
+    return touched + 1 / sigma_w**2, jax.tree.map(lambda f, s: f + 1 / s**2, fisher, prior)
 
 
-def hmc_weights(key, Z, W, c, sigma_w, step_size, data: Data, hparams: Hyperparams):
-    """One HMC transition of (W, c) given Z; returns (W, c, acceptance probability)."""
+def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hparams: Hyperparams):
+    """One HMC transition of (W, regression terms) given Z; returns (W, reg, acceptance
+    probability)."""
     def potential(q):
-        W, c = q
-        prior = 0.5 * jnp.sum((W / sigma_w) ** 2) + 0.5 * jnp.sum((c / hparams.bias_scale) ** 2)
-        return prior - log_likelihood(data, Z, W, c, hparams)
+        W, reg = q
+        return 0.5 * jnp.sum((W / sigma_w) ** 2) - log_prior_regression(reg, hparams) - log_likelihood(data, Z, W, reg, hparams)
 
-    mass = _mass(Z, sigma_w, data, hparams)
+    mass = _mass(Z, reg, sigma_w, data, hparams)
     k_p, k_eps, k_acc = jax.random.split(key, 3)
-    kp_w, kp_c = jax.random.split(k_p)
-    p0 = (jax.random.normal(kp_w, W.shape, W.dtype) * jnp.sqrt(mass[0]), jax.random.normal(kp_c, c.shape, c.dtype) * jnp.sqrt(mass[1]))
+    leaves, tree = jax.tree.flatten(mass)
+    p0 = jax.tree.unflatten(tree, [jax.random.normal(k, m.shape, W.dtype) * jnp.sqrt(m)
+                                   for k, m in zip(jax.random.split(k_p, len(leaves)), leaves)])
     eps = step_size * jax.random.uniform(k_eps, minval=0.8, maxval=1.2, dtype=W.dtype)
-    kinetic = lambda p: 0.5 * sum(jnp.sum(pi**2 / mi) for pi, mi in zip(p, mass))
+    kinetic = lambda p: 0.5 * sum(jnp.sum(pi**2 / mi) for pi, mi in zip(jax.tree.leaves(p), leaves))
     grad = jax.grad(potential)
     axpy = lambda a, x, y: jax.tree.map(lambda xi, yi: yi + a * xi, x, y)
 
@@ -140,13 +158,13 @@ def hmc_weights(key, Z, W, c, sigma_w, step_size, data: Data, hparams: Hyperpara
         q = jax.tree.map(lambda qi, pi, mi: qi + eps * pi / mi, q, p, mass)
         return q, axpy(-eps / 2, grad(q), p)
 
-    q0 = (W, c)
+    q0 = (W, reg)
     q1, p1 = jax.lax.fori_loop(0, hparams.hmc_steps, leapfrog, (q0, p0))
     log_ratio = potential(q0) + kinetic(p0) - potential(q1) - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
-    W, c = jax.tree.map(lambda a, b: jnp.where(accept, a, b), q1, q0)
-    return W, c, jnp.exp(jnp.minimum(log_ratio, 0.0))
+    W, reg = jax.tree.map(lambda a, b: jnp.where(accept, a, b), q1, q0)
+    return W, reg, jnp.exp(jnp.minimum(log_ratio, 0.0))
 
 
 def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
@@ -179,42 +197,46 @@ def init(key, data: Data, hparams: Hyperparams, Z=None, alpha=1.0, sigma_w=1.0) 
         Z = jnp.zeros((n, hparams.k_max), dtype).at[:, : Z.shape[1]].set(jnp.asarray(Z, dtype))
     rate = jnp.clip(jnp.sum(data.Y, (1, 2)) / jnp.maximum(data.mask.sum((1, 2)), 1), 1e-3, 1 - 1e-3)
     c = jnp.log(rate / (1 - rate)) if hparams.link == "logistic" else jax.scipy.stats.norm.ppf(rate)
+    reg = zero_regression(r, data.covariates, hparams, c)
     W = jnp.zeros((r, hparams.k_max, hparams.k_max), dtype)
     alpha, sigma_w = jnp.asarray(alpha, dtype), jnp.asarray(sigma_w, dtype)
     step_size = jnp.asarray(0.5 / max(hparams.hmc_steps, 1) ** 0.5, dtype)
-    return State(Z, W, c, alpha, sigma_w, k_next, step_size, jnp.zeros((), jnp.int32), jnp.zeros((), dtype),
-                 jnp.zeros((), jnp.int32), log_joint(data, Z, W, c, alpha, sigma_w, hparams))
+    return State(Z, W, reg, alpha, sigma_w, k_next, step_size, jnp.zeros((), jnp.int32), jnp.zeros((), dtype),
+                 jnp.zeros((), jnp.int32), log_joint(data, Z, W, reg, alpha, sigma_w, hparams))
 
 
 def step(state: State, data: Data, hparams: Hyperparams, num_warmup: int = 0) -> State:
     """One sweep: Z (with births), (W, c) by HMC, alpha and sigma_w; during the first
     ``num_warmup`` sweeps the HMC step size is adapted (Robbins-Monro on its log)."""
     k_next, k_z, k_w, k_h = jax.random.split(state.rng_key, 4)
-    Z, W, births = sweep_z(k_z, state.Z, state.W, state.c, state.alpha, state.sigma_w, data, hparams)
-    W, c, accept = hmc_weights(k_w, Z, W, state.c, state.sigma_w, state.step_size, data, hparams)
+    Z, W, births = sweep_z(k_z, state.Z, state.W, state.reg, state.alpha, state.sigma_w, data, hparams)
+    W, reg, accept = hmc_weights(k_w, Z, W, state.reg, state.sigma_w, state.step_size, data, hparams)
     alpha, sigma_w, W = sample_hyperparameters(k_h, Z, W, data, hparams)
     warm = state.iteration < num_warmup
     gain = (state.iteration + 1.0) ** -0.6
     step_size = jnp.where(warm, state.step_size * jnp.exp(gain * (accept - hparams.target_accept)), state.step_size)
-    return State(Z, W, c, alpha, sigma_w, k_next, step_size, state.iteration + 1, accept, births,
-                 log_joint(data, Z, W, c, alpha, sigma_w, hparams))
+    return State(Z, W, reg, alpha, sigma_w, k_next, step_size, state.iteration + 1, accept, births,
+                 log_joint(data, Z, W, reg, alpha, sigma_w, hparams))
 
 
-def predict_proba(samples: dict, hparams: Hyperparams, chunk_size: int = 16):
+def predict_proba(samples: dict, hparams: Hyperparams, covariates: Covariates | None = None, chunk_size: int = 16):
     """Posterior predictive Pr(y_rij = 1) averaged over draws laid out (chain, draw, ...),
-    or (relation, chain, draw, ...) for separate per-relation models."""
+    or (relation, chain, draw, ...) for separate per-relation models; ``covariates`` as
+    in the fit."""
     if jnp.ndim(samples["W"]) == 6:
-        return jnp.concatenate([predict_proba({k: v[r] for k, v in samples.items()}, hparams, chunk_size)
+        return jnp.concatenate([predict_proba({k: v[r] for k, v in samples.items()}, hparams, covariates, chunk_size)
                                 for r in range(samples["W"].shape[0])])
-    Z, W, c = (jnp.asarray(samples[k]) for k in ("Z", "W", "c"))
-    flat = lambda a: a.reshape((-1,) + a.shape[2:])
-    Z, W, c = flat(Z).astype(W.dtype), flat(W), flat(c)
+    flat = lambda a: jnp.asarray(a).reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
+    W = flat(samples["W"])
+    Z = flat(samples["Z"]).astype(W.dtype)
+    reg = Regression(*(flat(samples[k]).astype(W.dtype) for k in REGRESSION_TERMS))
+    covariates = covariates if covariates is not None else no_covariates(Z.shape[1], W.dtype)
 
     def one(args):
-        z, w, b = args
-        return link_prob(jnp.einsum("ik,rkl,jl->rij", z, symmetrise(w, hparams.symmetric), z) + b[:, None, None], hparams.link)
+        z, w, reg = args
+        return link_prob(logits(z, w, reg, covariates, hparams.symmetric), hparams.link)
 
-    probs = jax.lax.map(one, (Z, W, c), batch_size=chunk_size)
+    probs = jax.lax.map(one, (Z, W, reg), batch_size=chunk_size)
     out = probs.mean(0)
     return (out + jnp.swapaxes(out, 1, 2)) / 2 if hparams.symmetric else out
 

@@ -3,14 +3,19 @@ feature models for link prediction", NIPS 2009): types, likelihood and priors.
 
 Notation: R relations on N objects, Y (R, N, N) in {0, 1} observed where ``mask`` is
 True; Z (N, K) binary latent features shared by all relations, Z ~ IBP(alpha); one
-weight matrix W_r (K, K) per relation with w ~ N(0, sigma_w^2) and a bias c_r:
+weight matrix W_r (K, K) per relation with w ~ N(0, sigma_w^2); the full model (paper,
+Section 2) adds pair covariates X_ij, sender and receiver covariates X^p_i, X^c_j with
+per-object offsets a_i, b_j, and a bias c, each relation with its own coefficients:
 
-    Pr(y_rij = 1 | Z, W, c) = link(eta_rij),   eta_rij = z_i W_r z_j' + c_r,
+    Pr(y_rij = 1 | .) = link(eta_rij),
+    eta_rij = z_i W_r z_j' + beta_r' X_ij + (beta_p,r' X^p_i + a_ri) + (beta_c,r' X^c_j + b_rj) + c_r,
 
 with the logistic link sigma or the probit link Phi. For an undirected network W_r is
-symmetric and each unordered pair enters the likelihood once (the mask keeps i < j).
-Z has a static number of columns ``k_max``; unused columns are zero and their weights
-are auxiliary draws from the prior.
+symmetric, the receiver terms are the sender's (X^c = X^p, beta_c = beta_p, b = a), and
+each unordered pair enters the likelihood once (the mask keeps i < j). Z has a static
+number of columns ``k_max``; unused columns are zero and their weights are auxiliary
+draws from the prior. Coefficients have N(0, coefficient_scale^2) priors, offsets
+N(0, offset_scale^2), the bias N(0, bias_scale^2).
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ class Hyperparams(eqx.Module):
     sigma_w_prior : (shape, scale) of the inverse-Gamma prior on sigma_w^2.
     bias_scale : prior standard deviation of each bias c_r.
     target_accept : acceptance rate the HMC step size is adapted to during warm-up.
+    offsets : bool
+        Include the per-object sender and receiver offsets a_i, b_j.
+    coefficient_scale, offset_scale : prior standard deviations of the covariate
+        coefficients and of the offsets.
     """
 
     k_max: int = eqx.field(static=True, default=16)
@@ -55,14 +64,79 @@ class Hyperparams(eqx.Module):
     sigma_w_prior: tuple = (1.0, 1.0)
     bias_scale: float = 10.0
     target_accept: float = 0.75
+    offsets: bool = eqx.field(static=True, default=False)
+    coefficient_scale: float = 1.0
+    offset_scale: float = 1.0
+
+
+class Covariates(eqx.Module):
+    """Observed covariates shared by all relations: ``pair`` (P, N, N) the X_ij of each
+    ordered pair, ``sender`` (N, Dp) the X^p_i, ``receiver`` (N, Dc) the X^c_j; absent
+    ones have size 0 (an undirected model uses ``sender`` at both ends)."""
+
+    pair: Float[Array, "p n n"]
+    sender: Float[Array, "n dp"]
+    receiver: Float[Array, "n dc"]
+
+
+def no_covariates(n: int, dtype=float) -> Covariates:
+    return Covariates(jnp.zeros((0, n, n), dtype), jnp.zeros((n, 0), dtype), jnp.zeros((n, 0), dtype))
 
 
 class Data(eqx.Module):
-    """Training data: Y as floats in {0, 1} (0 where unobserved) and the mask of cells
-    in the likelihood (for a symmetric model only i < j)."""
+    """Training data: Y as floats in {0, 1} (0 where unobserved), the mask of cells in
+    the likelihood (for a symmetric model only i < j) and the covariates."""
 
     Y: Float[Array, "r n n"]
     mask: Bool[Array, "r n n"]
+    covariates: Covariates
+
+
+class Regression(eqx.Module):
+    """The terms of eta besides z_i W_r z_j', per relation: bias c (R,), coefficients
+    beta (R, P), beta_p (R, Dp), beta_c (R, Dc) and offsets a (R, N), b (R, N); size 0
+    where absent (no such covariates, no ``offsets``, or tied to the sender's)."""
+
+    c: Float[Array, " r"]
+    beta: Float[Array, "r p"]
+    beta_p: Float[Array, "r dp"]
+    beta_c: Float[Array, "r dc"]
+    a: Float[Array, "r na"]
+    b: Float[Array, "r nb"]
+
+
+def zero_regression(n_relations: int, covariates: Covariates, hparams: Hyperparams, c=None) -> Regression:
+    """All terms 0 (the bias ``c`` if given), shaped for these covariates and settings."""
+    n, dtype = covariates.sender.shape[0], covariates.sender.dtype
+    zeros = lambda d: jnp.zeros((n_relations, d), dtype)
+    n_a = n if hparams.offsets else 0
+    tied = hparams.symmetric
+    return Regression(jnp.zeros(n_relations, dtype) if c is None else c, zeros(covariates.pair.shape[0]),
+                      zeros(covariates.sender.shape[1]), zeros(0 if tied else covariates.receiver.shape[1]),
+                      zeros(n_a), zeros(0 if tied else n_a))
+
+
+def _end_terms(beta, X, offset):
+    """beta' X_i + offset_i per relation and object, (R, N)."""
+    terms = jnp.einsum("rd,nd->rn", beta, X)
+    return terms + offset if offset.shape[-1] else terms
+
+
+def offset(reg: Regression, covariates: Covariates, symmetric: bool) -> Float[Array, "r n n"]:
+    """Everything in eta_rij except z_i W_r z_j'."""
+    sender = _end_terms(reg.beta_p, covariates.sender, reg.a)
+    receiver = sender if symmetric else _end_terms(reg.beta_c, covariates.receiver, reg.b)
+    return (jnp.einsum("rp,pij->rij", reg.beta, covariates.pair) + sender[:, :, None] + receiver[:, None, :]
+            + reg.c[:, None, None])
+
+
+def log_prior_regression(reg: Regression, hparams: Hyperparams) -> Array:
+    scales = Regression(hparams.bias_scale, *(hparams.coefficient_scale,) * 3, *(hparams.offset_scale,) * 2)
+    return sum(jnp.sum(_log_normal(x, s)) for x, s in zip(jax.tree.leaves(reg), jax.tree.leaves(scales)))
+
+
+def _log_normal(x, s):
+    return -0.5 * (x / s) ** 2 - jnp.log(s) - 0.5 * math.log(2 * math.pi)
 
 
 def log_lik_cell(y, eta, link: str):
@@ -84,13 +158,13 @@ def symmetrise(W, symmetric: bool):
     return upper + jnp.swapaxes(jnp.triu(W, 1), -1, -2)
 
 
-def logits(Z, W, c, symmetric: bool) -> Float[Array, "r n n"]:
-    """eta_rij = z_i W_r z_j' + c_r."""
-    return jnp.einsum("ik,rkl,jl->rij", Z, symmetrise(W, symmetric), Z) + c[:, None, None]
+def logits(Z, W, reg: Regression, covariates: Covariates, symmetric: bool) -> Float[Array, "r n n"]:
+    """eta_rij for all cells."""
+    return jnp.einsum("ik,rkl,jl->rij", Z, symmetrise(W, symmetric), Z) + offset(reg, covariates, symmetric)
 
 
-def log_likelihood(data: Data, Z, W, c, hparams: Hyperparams) -> Array:
-    eta = logits(Z, W, c, hparams.symmetric)
+def log_likelihood(data: Data, Z, W, reg: Regression, hparams: Hyperparams) -> Array:
+    eta = logits(Z, W, reg, data.covariates, hparams.symmetric)
     return jnp.sum(jnp.where(data.mask, log_lik_cell(data.Y, eta, hparams.link), 0.0))
 
 
@@ -100,23 +174,22 @@ def weight_entries(k_max: int, symmetric: bool) -> Bool[Array, "k k"]:
     return jnp.triu(full) if symmetric else full
 
 
-def log_prior_weights(W, c, active, sigma_w, hparams: Hyperparams) -> Array:
-    """log N(W | 0, sigma_w^2) over the entries between active features, and the bias prior."""
+def log_prior_weights(W, active, sigma_w, hparams: Hyperparams) -> Array:
+    """log N(W | 0, sigma_w^2) over the entries between active features."""
     used = weight_entries(W.shape[-1], hparams.symmetric) & active[:, None] & active[None, :]
-    normal = lambda x, s: -0.5 * (x / s) ** 2 - jnp.log(s) - 0.5 * math.log(2 * math.pi)
-    return jnp.sum(jnp.where(used, normal(W, sigma_w), 0.0)) + jnp.sum(normal(c, hparams.bias_scale))
+    return jnp.sum(jnp.where(used, _log_normal(W, sigma_w), 0.0))
 
 
-def log_joint(data: Data, Z, W, c, alpha, sigma_w, hparams: Hyperparams) -> Array:
-    """log p(Y, [Z], W_active, c, alpha, sigma_w^2): likelihood, IBP class probability,
-    weight and bias priors and the hyperpriors."""
+def log_joint(data: Data, Z, W, reg: Regression, alpha, sigma_w, hparams: Hyperparams) -> Array:
+    """log p(Y, [Z], W_active, regression terms, alpha, sigma_w^2): likelihood, IBP class
+    probability, weight and regression priors and the hyperpriors."""
     a, b = hparams.alpha_prior
     sa, sb = hparams.sigma_w_prior
     active = Z.sum(0) > 0
     log_gamma = lambda x, shape, rate: shape * jnp.log(rate) - gammaln(shape) + (shape - 1) * jnp.log(x) - rate * x
     v = sigma_w**2
-    return (log_likelihood(data, Z, W, c, hparams) + ibp_prior.log_prob(Z, alpha)
-            + log_prior_weights(W, c, active, sigma_w, hparams)
+    return (log_likelihood(data, Z, W, reg, hparams) + ibp_prior.log_prob(Z, alpha)
+            + log_prior_weights(W, active, sigma_w, hparams) + log_prior_regression(reg, hparams)
             + log_gamma(alpha, a, b) + log_gamma(1 / v, sa, sb) - 2 * jnp.log(v))
 
 
@@ -128,7 +201,7 @@ class State(eqx.Module):
 
     Z: Float[Array, "n k"]
     W: Float[Array, "r k k"]
-    c: Float[Array, " r"]
+    reg: Regression
     alpha: Array
     sigma_w: Array
     rng_key: PRNGKeyArray
@@ -141,32 +214,42 @@ class State(eqx.Module):
     @property
     def sample(self) -> dict[str, Array]:
         """What a draw records (leading chain axes kept)."""
-        return {"Z": self.Z.astype(jnp.int8), "W": self.W, "c": self.c, "alpha": self.alpha, "sigma_w": self.sigma_w,
+        reg = {name: getattr(self.reg, name) for name in REGRESSION_TERMS}
+        return {"Z": self.Z.astype(jnp.int8), "W": self.W, **reg, "alpha": self.alpha, "sigma_w": self.sigma_w,
                 "n_features": jnp.sum(jnp.any(self.Z != 0, axis=-2), axis=-1), "log_joint": self.log_joint,
                 "accept": self.accept, "births": self.births,
                 "saturated": jnp.all(jnp.any(self.Z != 0, axis=-2), axis=-1)}
 
 
-def as_data(Y: Int8[Array, "r n n"], mask: Bool[Array, "r n n"], symmetric: bool) -> Data:
-    """Data from Y (values outside the mask ignored) and the mask of training cells."""
+REGRESSION_TERMS = ("c", "beta", "beta_p", "beta_c", "a", "b")
+
+
+def as_data(Y: Int8[Array, "r n n"], mask: Bool[Array, "r n n"], symmetric: bool, covariates: Covariates | None = None) -> Data:
+    """Data from Y (values outside the mask ignored), the mask of training cells and the
+    covariates (default none)."""
     mask = jnp.asarray(mask, bool)
+    n = mask.shape[-1]
     if symmetric:
-        n = mask.shape[-1]
         mask = mask & jnp.triu(jnp.ones((n, n), bool), 1)
-    return Data(jnp.where(mask, jnp.asarray(Y), 0).astype(jnp.result_type(float)), mask)
+    dtype = jnp.result_type(float)
+    covariates = jax.tree.map(lambda a: jnp.asarray(a, dtype), covariates or no_covariates(n, dtype))
+    return Data(jnp.where(mask, jnp.asarray(Y), 0).astype(dtype), mask, covariates)
 
 
 def per_relation(data: Data, num_chains: int) -> Data:
     """The "single-relation" setting: each relation as its own one-relation data set,
-    repeated for ``num_chains`` chains; leaves (R * num_chains, 1, N, N), relation-major,
-    for a kernel with ``data_per_chain``."""
-    return jax.tree.map(lambda a: jnp.repeat(a[:, None], num_chains, axis=0), data)
+    repeated for ``num_chains`` chains, for a kernel with ``data_per_chain``: Y and mask
+    (R * num_chains, 1, N, N), relation-major; the covariates repeated alongside."""
+    runs = data.Y.shape[0] * num_chains
+    cells = lambda a: jnp.repeat(a[:, None], num_chains, axis=0)
+    return Data(cells(data.Y), cells(data.mask), jax.tree.map(lambda a: jnp.broadcast_to(a, (runs,) + a.shape), data.covariates))
 
 
 def by_relation(samples: dict, n_relations: int) -> dict:
     """Draws of a per-relation run, (R * chains, draw, ...) -> (R, chains, draw, ...)."""
-    return {k: v.reshape((n_relations, -1) + v.shape[1:]) for k, v in samples.items()}
+    return {k: v.reshape((n_relations, v.shape[0] // n_relations) + v.shape[1:]) for k, v in samples.items()}
 
 
-__all__ = ["Data", "Hyperparams", "LINKS", "State", "as_data", "by_relation", "link_prob", "log_joint", "log_lik_cell",
-           "log_likelihood", "logits", "per_relation", "symmetrise"]
+__all__ = ["Covariates", "Data", "Hyperparams", "LINKS", "REGRESSION_TERMS", "Regression", "State", "as_data", "by_relation", "link_prob", "log_joint", "log_lik_cell",
+           "log_likelihood", "log_prior_regression", "logits", "no_covariates", "offset", "per_relation", "symmetrise",
+           "zero_regression"]
