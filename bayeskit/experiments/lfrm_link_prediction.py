@@ -130,9 +130,13 @@ def _mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
     return probs, [best] * restarts, {str(k): float(v) for k, v in bic.items()}
 
 
-def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
-    sweeps, burn, chains, em_iter = (30, 15, 2, 100) if quick else (1000, 200, 5, 500)
-    cases = ([("countries", "global"), ("kinship", "global"), ("countries", "single")] if quick else list(PAPER))
+def run(out_dir, quick: bool = False, seed: int = 0, *, sweeps: int | None = None, burn: int | None = None,
+        cases=None) -> dict:
+    """The table; ``sweeps``, ``burn`` and ``cases`` ((data, setting) pairs) override the
+    mode's run length and selection (for a shorter full-table run)."""
+    n_sweeps, n_burn, chains, em_iter = (30, 15, 2, 100) if quick else (1000, 200, 5, 500)
+    sweeps, burn = sweeps or n_sweeps, burn or n_burn
+    cases = cases or ([("countries", "global"), ("kinship", "global"), ("countries", "single")] if quick else list(PAPER))
     results = {}
     for name, setting in cases:
         d = load_relational(FILES[name])
