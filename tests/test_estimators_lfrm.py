@@ -27,6 +27,7 @@ def test_lfrm_with_irm_start_and_two_chains():
     assert prob.shape == Y.shape and est.samples_["Z"].shape[:2] == (2, 25)
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.05
     assert 1 <= est.n_features_ <= 8
+    assert set(est.diagnostics_) == {"log_joint", "n_features"} and est.diagnostics_["log_joint"]["ess"] > 0
 
 
 def test_irm_predictor():

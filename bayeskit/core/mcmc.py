@@ -1,5 +1,6 @@
 """numpyro glue for the hand-written samplers: a kernel that runs one chain's pure
-``step`` or a vectorised batch of chains, and a driver returning draws as (chain, draw, ...).
+``step`` or a vectorised batch of chains, a driver returning draws as (chain, draw, ...),
+convergence diagnostics of those draws, and their conversion to ArviZ.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from abc import abstractmethod
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 
@@ -74,3 +77,38 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
                 chain_method="vectorized", progress_bar=progress, jit_model_args=True)
     mcmc.run(key, *model_args, init_params=init_params)
     return mcmc.get_samples(group_by_chain=True)
+
+
+SAMPLE_STATS = ("accept", "births", "saturated")  # per-draw sampler statistics, not parameters
+
+
+def diagnostics(samples: dict, names=("log_joint", "n_features")) -> dict:
+    """Split R-hat and effective sample size of scalar draws (chain, draw), e.g. the log
+    joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws."""
+    out = {}
+    for name in names:
+        x = np.asarray(samples[name], np.float64)
+        if x.ndim != 2:
+            raise ValueError(f"{name} must be scalar draws laid out (chain, draw); got shape {x.shape}.")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rhat = float(split_gelman_rubin(x)) if x.shape[0] > 1 else float("nan")
+            ess = float(effective_sample_size(x)) if np.ptp(x) > 0 else float("nan")
+        out[name] = {"r_hat": rhat, "ess": ess, "mean": float(x.mean())}
+    return out
+
+
+def to_inference_data(samples: dict):
+    """ArviZ ``InferenceData`` of draws laid out (chain, draw, ...): the sampler statistics
+    (acceptance, births, saturation) as ``sample_stats`` (with the log joint as ``lp``),
+    everything else, the log joint included, as ``posterior``. Needs ``arviz``
+    (``pip install bayeskit[arviz]``)."""
+    try:
+        import arviz
+    except ImportError as err:
+        raise ImportError("to_inference_data needs arviz: pip install 'bayeskit[arviz]'.") from err
+    arrays = {k: np.asarray(v) for k, v in samples.items()}
+    stats = {k: v for k, v in arrays.items() if k in SAMPLE_STATS}
+    if "log_joint" in arrays:
+        stats["lp"] = arrays["log_joint"]
+    posterior = {k: v for k, v in arrays.items() if k not in SAMPLE_STATS}
+    return arviz.from_dict(posterior=posterior, sample_stats=stats)

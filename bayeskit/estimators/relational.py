@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import irm, lfrm, mmsb
 from ..core import validation
+from ..core.mcmc import diagnostics
 from ._common import _best_restart, _key
 
 
@@ -64,6 +65,7 @@ class LFRMLinkPredictor(_LinkPredictor):
     ----------
     samples_ : dict of draws (chain, draw, ...), see ``bayeskit.lfrm.sample_posterior``.
     n_features_ : posterior mean number of features K+.
+    diagnostics_ : R-hat (several chains) and effective sample size of the log joint and K+.
     """
 
     _takes_covariates = True
@@ -94,6 +96,7 @@ class LFRMLinkPredictor(_LinkPredictor):
                                               num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start,
                                               covariates=self.covariates_)
         self.n_features_ = float(np.mean(self.samples_["n_features"]))
+        self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_features"))
         return self
 
     def _predict(self):
@@ -109,6 +112,13 @@ class IRMLinkPredictor(_LinkPredictor):
     symmetric : bool
     gamma, beta : CRP concentration and Beta prior of the block probabilities.
     num_warmup, num_samples, num_chains, random_state : as ``LFRMLinkPredictor``.
+
+    Attributes
+    ----------
+    samples_ : dict of draws (chain, draw, ...): z, n_clusters, log_joint.
+    n_clusters_ : posterior mean number of clusters.
+    diagnostics_ : R-hat (several chains) and effective sample size of the log joint and
+        the number of clusters.
     """
 
     def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, num_warmup=200, num_samples=800,
@@ -128,6 +138,7 @@ class IRMLinkPredictor(_LinkPredictor):
         self.samples_ = irm.sample_posterior(_key(self.random_state), Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
                                              num_samples=self.num_samples, num_chains=self.num_chains)
         self.n_clusters_ = float(np.mean(self.samples_["n_clusters"]))
+        self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_clusters"))
         return self
 
     def _predict(self):

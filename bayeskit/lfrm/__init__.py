@@ -1,7 +1,8 @@
 """The latent feature relational model (Miller, Griffiths & Jordan, NIPS 2009): the model
 (``model``) and its MCMC (``gibbs``). ``sample_posterior`` validates the input, runs
 vectorised chains and returns the draws; ``predict_proba`` averages the link
-probabilities over them."""
+probabilities over them; ``diagnostics`` gives R-hat and ESS of the log joint and K+, and
+``to_inference_data`` converts the draws for ArviZ."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import warnings
 import numpy as np
 
 from ..core import validation
-from ..core.mcmc import run_chains
+from ..core.mcmc import diagnostics, run_chains, to_inference_data
 from . import gibbs, model
 from .gibbs import LFRMGibbs
 from .model import LINKS, Covariates, Data, Hyperparams, State, as_data
@@ -163,5 +164,6 @@ def predict_proba(samples: dict, hparams: Hyperparams, covariates=None, chunk_si
     return gibbs.predict_proba(samples, hparams, check_covariates(covariates, n, hparams.symmetric), chunk_size)
 
 
-__all__ = ["COVARIATE_KINDS", "Covariates", "Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_covariates", "check_relations", "features_from_clusters",
-           "gibbs", "irm_start", "model", "predict_proba", "sample_posterior"]
+__all__ = ["COVARIATE_KINDS", "Covariates", "Data", "Hyperparams", "LFRMGibbs", "LINKS", "State", "as_data", "check_covariates", "check_relations", "diagnostics", "features_from_clusters",
+           "gibbs", "irm_start", "model", "predict_proba", "sample_posterior",
+           "to_inference_data"]
