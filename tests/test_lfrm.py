@@ -1,6 +1,7 @@
-"""The LFRM sampler: its conditionals against brute-force posteriors, the handling of
-masks and symmetry, recovery of a planted network, the prior it samples when the data
-say nothing, and bad input. (Vectorised chains equal separate chains: tested for the
+"""The LFRM sampler: its conditionals against brute-force posteriors (with covariates and
+offsets), the handling of masks and symmetry, recovery of a planted network and of
+covariate coefficients, the prior it samples when the data say nothing and in Geweke's
+successive-conditional test, separate per-relation models, and bad input. (Vectorised chains equal separate chains: tested for the
 shared kernel glue in test_ibp.py.)"""
 
 import math
@@ -247,3 +248,41 @@ def test_covariate_coefficients_are_recovered():
     prob = np.asarray(lfrm.predict_proba(s, hp, cov))
     off = ~np.eye(n, dtype=bool)
     assert roc_auc_score(Y[off], prob[0][off]) > 0.95 * roc_auc_score(Y[off], expit(eta)[off])
+
+
+def _batch_se(x, batches=10):
+    """Monte Carlo standard error of the mean of (chain, draw) draws by batch means."""
+    chains, draws = x.shape
+    means = x[:, : draws - draws % batches].reshape(chains, batches, -1).mean(-1)
+    return means.std(ddof=1) / math.sqrt(means.size)
+
+
+@pytest.mark.parametrize("link", ["logistic", "probit"])
+def test_successive_conditional_simulation_recovers_the_prior(link):
+    """Geweke's "getting it right" test of the whole sampler: alternate one sweep given Y
+    with a fresh Y drawn from the likelihood given the state. The chain then samples the
+    prior, so K+, alpha, the bias and the weight precision must have their prior moments
+    (E K+ = E[alpha] H_N for the IBP)."""
+    n, k_max, steps = 5, 14, 2500
+    hp = lfrm.Hyperparams(k_max=k_max, link=link, hmc_steps=4, alpha_prior=(2.0, 2.0), sigma_w_prior=(3.0, 3.0), bias_scale=1.0)
+    mask = jnp.asarray(~np.eye(n, dtype=bool))[None]
+    data = model.as_data(np.zeros((1, n, n), np.int8), mask, False)
+
+    def transition(carry, key):
+        state, d = carry
+        state = gibbs.step(state, d, hp)  # the sweep's own key lives in the state
+        eta = model.logits(state.Z, state.W, state.reg, d.covariates, False)
+        Y = jax.random.bernoulli(key, model.link_prob(eta, link)).astype(d.Y.dtype)
+        stats = (jnp.sum(state.Z.sum(0) > 0).astype(float), state.alpha, state.reg.c[0], 1 / state.sigma_w**2)
+        return (state, model.Data(jnp.where(mask, Y, 0.0), mask, d.covariates)), stats
+
+    def chain(key):
+        k_init, k_run = jax.random.split(key)
+        state = gibbs.init(k_init, data, hp, Z=jnp.zeros((n, 1)))
+        return jax.lax.scan(transition, (state, data), jax.random.split(k_run, steps))[1]
+
+    k_plus, alpha, c, precision = (np.asarray(a)[:, 300:] for a in jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(0), 8)))
+    prior_means = {"K+": (k_plus, float(ibp.harmonic(n))), "alpha": (alpha, 1.0), "c": (c, 0.0), "c^2": (c**2, 1.0),
+                   "1/sigma_w^2": (precision, 1.0)}
+    for name, (x, want) in prior_means.items():
+        assert abs(x.mean() - want) < 4 * _batch_se(x) + 0.02, (name, x.mean(), want, _batch_se(x))
