@@ -35,26 +35,51 @@ from .model import (REGRESSION_TERMS, Covariates, Data, Hyperparams, Regression,
                     zero_regression)
 
 
-def _row_loglik(z, i, Zo, Wf, O, data: Data, link: str):
-    """Log-likelihood of the cells in row i and column i when row i of Z is ``z``;
+def _row_etas(z, i, Zo, Wf, O):
+    """eta of the cells in row i and in column i, (R, N) each, when row i of Z is ``z``;
     ``Zo`` is Z with row i zeroed, ``Wf`` the full (symmetrised) weights, ``O`` (R, N, N)
-    the rest of eta (bias, covariates, offsets)."""
+    the rest of eta (bias, covariates, offsets). The diagonal cell sits in the row."""
     zW = jnp.einsum("k,rkl->rl", z, Wf)
-    Wz = jnp.einsum("rkl,l->rk", Wf, z)
     row = jnp.einsum("rl,jl->rj", zW, Zo) + O[:, i, :]
-    col = jnp.einsum("jk,rk->rj", Zo, Wz) + O[:, :, i]
-    row = row.at[:, i].set(jnp.einsum("rk,k->r", zW, z) + O[:, i, i])
-    not_i = jnp.arange(Zo.shape[0]) != i
+    col = jnp.einsum("jk,rkl,l->rj", Zo, Wf, z) + O[:, :, i]
+    return row.at[:, i].set(jnp.einsum("rk,k->r", zW, z) + O[:, i, i]), col
+
+
+def _cells_loglik(row, col, i, data: Data, link: str):
+    """Log-likelihood of row i's and column i's observed cells from their etas."""
+    not_i = jnp.arange(row.shape[-1]) != i
     ll_row = jnp.where(data.mask[:, i, :], log_lik_cell(data.Y[:, i, :], row, link), 0.0)
     ll_col = jnp.where(data.mask[:, :, i] & not_i, log_lik_cell(data.Y[:, :, i], col, link), 0.0)
     return ll_row.sum() + ll_col.sum()
 
 
+def _row_loglik(z, i, Zo, Wf, O, data: Data, link: str):
+    """Log-likelihood of the cells in row i and column i when row i of Z is ``z``."""
+    return _cells_loglik(*_row_etas(z, i, Zo, Wf, O), i, data, link)
+
+
+def _flip(z, k, i, m_o, etas, loglik, row_gain, col_gain, Wf, O, data: Data, link: str):
+    """The other value of z_ik for a feature other objects have, by incremental etas:
+    flipping z_ik by delta = +-1 moves row i's etas by delta (W_r Zo')[k] and column i's by
+    delta (Zo W_r)[:, k] (``row_gain``, ``col_gain``, (R, K, N)); the diagonal cell is
+    recomputed. Returns (log Pr(z_ik = 1 | .) - log Pr(z_ik = 0 | .), the flipped z, its
+    etas and its log-likelihood)."""
+    n = O.shape[-1]
+    delta = 1.0 - 2.0 * z[k]
+    z_flip = z.at[k].set(1.0 - z[k])
+    row = (etas[0] + delta * row_gain[:, k]).at[:, i].set(jnp.einsum("k,rkl,l->r", z_flip, Wf, z_flip) + O[:, i, i])
+    col = etas[1] + delta * col_gain[:, k]
+    loglik_flip = _cells_loglik(row, col, i, data, link)
+    gain = delta * (loglik_flip - loglik)  # log-lik of z_ik = 1 minus that of z_ik = 0
+    log_odds = jnp.log(jnp.maximum(m_o[k], 1.0)) - jnp.log(n - m_o[k]) + gain
+    return log_odds, z_flip, (row, col), loglik_flip
+
+
 def _flip_log_odds(z, k, i, Zo, m_o, Wf, O, data: Data, link: str):
     """log Pr(z_ik = 1 | .) - log Pr(z_ik = 0 | .) for a feature other objects have."""
-    n = Zo.shape[0]
-    ll = jax.vmap(lambda v: _row_loglik(z.at[k].set(v), i, Zo, Wf, O, data, link))(jnp.array([0.0, 1.0], z.dtype))
-    return jnp.log(jnp.maximum(m_o[k], 1.0)) - jnp.log(n - m_o[k]) + ll[1] - ll[0]
+    etas = _row_etas(z, i, Zo, Wf, O)
+    gains = jnp.einsum("rkl,jl->rkj", Wf, Zo), jnp.einsum("jl,rlk->rkj", Zo, Wf)
+    return _flip(z, k, i, m_o, etas, _cells_loglik(*etas, i, data, link), *gains, Wf, O, data, link)[0]
 
 
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
@@ -65,12 +90,19 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     shared = m_o > 0
     Wf = symmetrise(W, hparams.symmetric)
 
-    def flip(k, z):
-        p_one = jax.nn.sigmoid(_flip_log_odds(z, k, i, Zo, m_o, Wf, O, data, hparams.link))
-        draw = jax.random.bernoulli(jax.random.fold_in(k_flip, k), p_one).astype(z.dtype)
-        return jnp.where(shared[k], z.at[k].set(draw), z)
+    row_gain, col_gain = jnp.einsum("rkl,jl->rkj", Wf, Zo), jnp.einsum("jl,rlk->rkj", Zo, Wf)
 
-    z = jax.lax.fori_loop(0, k_max, flip, z)
+    def flip(k, carry):
+        z, etas, loglik = carry
+        log_odds, z_flip, etas_flip, loglik_flip = _flip(z, k, i, m_o, etas, loglik, row_gain, col_gain, Wf, O, data,
+                                                         hparams.link)
+        one = jax.random.bernoulli(jax.random.fold_in(k_flip, k), jax.nn.sigmoid(log_odds))
+        move = shared[k] & (one != (z[k] > 0))
+        pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(move, x, y), a, b)
+        return pick((z_flip, etas_flip, loglik_flip), (z, etas, loglik))
+
+    etas = _row_etas(z, i, Zo, Wf, O)
+    z, etas, loglik = jax.lax.fori_loop(0, k_max, flip, (z, etas, _cells_loglik(*etas, i, data, hparams.link)))
     # Birth-death of the row's own features: count ~ Poisson(alpha / N) on the free
     # columns (the truncation is the same both ways), weights from the prior.
     free = ~shared
@@ -81,8 +113,7 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     z_new = z * shared + (free & (jnp.cumsum(free) <= n_new)).astype(z.dtype)
     touches_free = (free[:, None] | free[None, :]) & weight_entries(k_max, hparams.symmetric)
     W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
-    log_ratio = (_row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link)
-                 - _row_loglik(z, i, Zo, Wf, O, data, hparams.link))
+    log_ratio = _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
     z, W = jnp.where(accept, z_new, z), jnp.where(accept, W_new, W)
     return Z.at[i].set(z), W, accept & (n_new > 0)
