@@ -39,5 +39,6 @@ def test_inference_data_matches_arviz():
     ours = diagnostics(samples)
     assert ours["log_joint"]["r_hat"] == pytest.approx(float(az.rhat(idata, method="split")["log_joint"]), rel=1e-10)
     assert np.isnan(diagnostics({"x": rng.normal(size=(1, 10))}, names=("x",))["x"]["r_hat"])
+    assert np.isnan(diagnostics({"x": rng.normal(size=(2, 3))}, names=("x",))["x"]["ess"])
     with pytest.raises(ValueError, match="chain, draw"):
         diagnostics({"x": np.ones(10)}, names=("x",))

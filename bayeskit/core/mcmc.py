@@ -84,15 +84,17 @@ SAMPLE_STATS = ("accept", "births", "saturated")  # per-draw sampler statistics,
 
 def diagnostics(samples: dict, names=("log_joint", "n_features")) -> dict:
     """Split R-hat and effective sample size of scalar draws (chain, draw), e.g. the log
-    joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws."""
+    joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws or
+    fewer than four draws per chain."""
     out = {}
     for name in names:
         x = np.asarray(samples[name], np.float64)
         if x.ndim != 2:
             raise ValueError(f"{name} must be scalar draws laid out (chain, draw); got shape {x.shape}.")
+        enough = x.shape[1] >= 4 and np.ptp(x) > 0
         with np.errstate(invalid="ignore", divide="ignore"):
-            rhat = float(split_gelman_rubin(x)) if x.shape[0] > 1 else float("nan")
-            ess = float(effective_sample_size(x)) if np.ptp(x) > 0 else float("nan")
+            rhat = float(split_gelman_rubin(x)) if enough and x.shape[0] > 1 else float("nan")
+            ess = float(effective_sample_size(x)) if enough else float("nan")
         out[name] = {"r_hat": rhat, "ess": ess, "mean": float(x.mean())}
     return out
 
