@@ -68,6 +68,16 @@ def _jax_terms(reg, cov, symmetric):
             model.Covariates(*(jnp.asarray(cov[k]) for k in ("pair", "sender", "receiver"))))
 
 
+def _row_setup(rng, Y, mask, Z, reg, cov, symmetric):
+    """The library's data and offset for a problem, a random row i and Z without it."""
+    jreg, jcov = _jax_terms(reg, cov, symmetric)
+    data = model.as_data(Y.astype(np.int8), mask, symmetric, jcov)
+    i = int(rng.integers(Z.shape[0]))
+    Zo = Z.copy()
+    Zo[i] = 0
+    return data, model.offset(jreg, data.covariates, symmetric), i, Zo
+
+
 @pytest.mark.parametrize("link,symmetric", [("logistic", False), ("probit", False), ("logistic", True)])
 def test_flip_log_odds_equal_the_brute_force_posterior_ratio(link, symmetric):
     rng = np.random.default_rng(0)
@@ -76,12 +86,7 @@ def test_flip_log_odds_equal_the_brute_force_posterior_ratio(link, symmetric):
         Y, mask, Z, W, reg, cov = _problem(rng)
         if symmetric:
             Y, mask = np.triu(Y, 1) + np.swapaxes(np.triu(Y, 1), 1, 2), mask & np.swapaxes(mask, 1, 2)
-        jreg, jcov = _jax_terms(reg, cov, symmetric)
-        data = model.as_data(Y.astype(np.int8), mask, symmetric, jcov)
-        O = model.offset(jreg, data.covariates, symmetric)
-        i = int(rng.integers(Z.shape[0]))
-        Zo = Z.copy()
-        Zo[i] = 0
+        data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, symmetric)
         m_o = Zo.sum(0)
         Wf = model.symmetrise(jnp.asarray(W), symmetric)
         for k in np.flatnonzero(m_o > 0):
@@ -99,12 +104,7 @@ def test_row_likelihood_differences_equal_full_likelihood_differences():
     rng = np.random.default_rng(1)
     for _ in range(6):
         Y, mask, Z, W, reg, cov = _problem(rng)
-        jreg, jcov = _jax_terms(reg, cov, False)
-        data = model.as_data(Y.astype(np.int8), mask, False, jcov)
-        O = model.offset(jreg, data.covariates, False)
-        i = int(rng.integers(Z.shape[0]))
-        Zo = Z.copy()
-        Zo[i] = 0
+        data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, False)
         free = Zo.sum(0) == 0
         z_new = Z[i] * ~free
         z_new[np.flatnonzero(free)[:2]] = 1
