@@ -8,21 +8,29 @@ import jax
 import numpy as np
 import pytest
 from sklearn.utils import estimator_checks as checks
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from bayeskit import bsml
 from bayeskit.estimators import BSMLClassifier, ProbitClassifier
 
 
-@parametrize_with_checks([BSMLClassifier(n_components=1, max_iter=5, random_state=0)])
-def test_sklearn_estimator_checks(estimator, check):
+# The scikit-learn checks that exercise the wrapper's own code: input validation, dtypes,
+# multilabel output, cloning and parameters, fitted state, pickling.
+BSML_CHECKS = [checks.check_estimators_dtypes, checks.check_fit2d_predict1d, checks.check_estimators_nan_inf,
+               checks.check_classifier_multioutput, checks.check_dont_overwrite_parameters, checks.check_fit_score_takes_y,
+               checks.check_estimators_unfitted, checks.check_n_features_in, checks.check_estimators_pickle,
+               checks.check_fit_check_is_fitted, checks.check_get_params_invariance, checks.check_set_params,
+               checks.check_classifiers_train, checks.check_fit2d_1sample, checks.check_estimators_empty_data_messages]
+
+
+@pytest.mark.parametrize("check", BSML_CHECKS, ids=lambda c: c.__name__)
+def test_sklearn_estimator_checks(check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check(estimator)
+        check("BSMLClassifier", BSMLClassifier(n_components=1, max_iter=5, random_state=0))
 
 
 # PROBIT shares BSML's input handling, prediction and scoring (_MultilabelMixin), which the
-# full suite above covers; these checks exercise what is its own.
+# checks above cover; these checks exercise what is its own.
 PROBIT_CHECKS = [checks.check_classifiers_train, checks.check_estimators_dtypes, checks.check_fit2d_predict1d,
                  checks.check_classifier_multioutput, checks.check_dont_overwrite_parameters]
 
