@@ -199,7 +199,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     hparams = hparams or Hyperparams()
     if hparams.c_max < 1 or not float(hparams.gamma) > 0 or not float(hparams.beta) > 0:
         raise ValueError("c_max must be at least 1 and gamma, beta positive.")
-    Y, mask = check_relations(Y, mask)
+    Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric)
     if separate_relations:
         data = per_relation(data, num_chains)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.scipy.special import digamma, gammaln, polygamma
 from jaxtyping import Array, Float, PRNGKeyArray
 
@@ -195,9 +194,7 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     hparams = hparams or Hyperparams()
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
         _check_hparams(hparams)
-        Y, mask = check_relations(Y, mask)
-        if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
-            raise ValueError("symmetric=True needs a symmetric Y and mask.")
+        Y, mask = check_relations(Y, mask, hparams.symmetric)
     return _fit(key, as_data(Y, mask, hparams.symmetric), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 

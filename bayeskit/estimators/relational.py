@@ -27,9 +27,7 @@ class _LinkPredictor(BaseEstimator):
         for name in self._counts:
             validation.check_int_in(name, getattr(self, name), 0 if name == "num_warmup" else 1)
         self._two_d = np.ndim(Y) == 2
-        Y, mask = lfrm.check_relations(Y, mask)
-        if self.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
-            raise ValueError("symmetric=True needs a symmetric Y and mask.")
+        Y, mask = lfrm.check_relations(Y, mask, self.symmetric)
         self.Y_, self.mask_ = Y, mask
         return Y, mask
 

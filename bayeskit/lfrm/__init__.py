@@ -17,9 +17,10 @@ from .gibbs import LFRMGibbs
 from .model import LINKS, Covariates, Data, Hyperparams, State, as_data
 
 
-def check_relations(Y, mask=None):
+def check_relations(Y, mask=None, symmetric: bool = False):
     """Y as (R, N, N) with values in {0, 1} on the observed cells, and the mask (default:
-    every cell except the diagonal); a ``ValueError`` names what is wrong."""
+    every cell except the diagonal), both symmetric for an undirected model; a
+    ``ValueError`` names what is wrong."""
     Y = np.asarray(Y)
     if Y.ndim == 2:
         Y = Y[None]
@@ -38,6 +39,8 @@ def check_relations(Y, mask=None):
     if bad.any():
         where = tuple(int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"Y must be 0 or 1 on observed cells; found {Y[where]!r} at (relation, row, col) {where}.")
+    if symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
+        raise ValueError("symmetric=True needs a symmetric Y and mask.")
     return np.where(mask, Y, 0).astype(np.int8), mask
 
 
@@ -136,9 +139,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     """
     hparams = hparams or Hyperparams()
     _check_hparams(hparams)
-    Y, mask = check_relations(Y, mask)
-    if hparams.symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
-        raise ValueError("symmetric=True needs a symmetric Y and mask.")
+    Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric, check_covariates(covariates, Y.shape[1], hparams.symmetric))
     n_runs = num_chains
     if separate_relations:
