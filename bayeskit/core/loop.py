@@ -33,6 +33,7 @@ def run(
     progress: bool | None = None,
     throw: bool = True,
     failed: Callable[[PyTree], Array] | None = None,
+    done: Callable[[PyTree], Array] | None = None,
 ) -> FitResult:
     """Iterate ``state = update(state)`` until convergence; see the module docstring.
 
@@ -57,6 +58,9 @@ def run(
     failed : callable, optional
         ``State -> bool``: a model-specific check that the new state is unusable (for
         example a Cholesky factorisation that failed even with jitter).
+    done : callable, optional
+        ``State -> bool``: a model-specific convergence test, checked besides ``tol``
+        (for example "no basis function can raise the evidence any more").
     """
     if max_iter < 1:
         raise ValueError(f"max_iter must be at least 1, got {max_iter}.")
@@ -78,6 +82,8 @@ def run(
         finite = jnp.isfinite(f)
         ok = finite & ~bad_linalg
         converged = ok & (i > 0) & (tol > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))
+        if done is not None:
+            converged = converged | (ok & done(new_state))
         code = jnp.where(
             bad_linalg,
             Status.not_positive_definite._value,

@@ -1,0 +1,498 @@
+"""Sparse Bayesian regression on one fast marginal-likelihood engine (Tipping & Faul,
+"Fast marginal likelihood maximisation for sparse Bayesian models", AISTATS 2003), with
+four priors on the weight variances: the RVM (Tipping 2001), FLAP and FLAP-sigma (Babacan,
+Molina & Katsaggelos 2010, Laplace prior) and BLS (Helgoy & Li 2019, the Bayesian Lasso's
+Laplace prior conditioned on the noise).
+
+Notation: y (N,) targets, Phi (N, M) the basis (kernel columns at the training inputs,
+optionally a bias column, or the raw features for variable selection), normalised to unit
+columns inside the engine; w ~ N(0, diag(gamma)) the weights, gamma_m the prior variance
+of weight m (gamma_m = 1 / alpha_m of Tipping; 0 means "out of the model"); beta = 1 /
+sigma^2 the noise precision. The active set A holds the bases with gamma_m > 0; with
+C = sigma^2 I + Phi_A Gamma_A Phi_A' the log evidence is
+
+    L = -1/2 [N log 2 pi + log |C| + y' C^-1 y] - rho / 2 sum_A gamma_m,
+
+where rho is 0 for the RVM, lambda for FLAP (gamma_m ~ Exp(lambda / 2)) and lambda beta
+for BLS (w_m | sigma^2 ~ N(0, sigma^2 g_m) with g_m ~ Exp(lambda / 2), so gamma_m =
+sigma^2 g_m ~ Exp(lambda beta / 2)). For one basis m, with the others fixed, L depends on
+gamma_m through (Tipping & Faul, eq. 7, in variances)
+
+    l(gamma) = -1/2 [log(1 + gamma s_m) - q_m^2 gamma / (1 + gamma s_m) + rho gamma],
+
+s_m = phi_m' C_-m^-1 phi_m, q_m = phi_m' C_-m^-1 y (C without basis m), maximised at
+
+    gamma = 2 (theta - rho) / (s [(s + 2 rho) + sqrt(s^2 + 4 rho q^2)]) if theta = q^2 - s > rho,
+
+else 0 (out): the stable root of the quadratic rho s^2 gamma^2 + (s^2 + 2 rho s) gamma +
+(s - q^2 + rho) = 0, which tends to the RVM's theta / s^2 as rho -> 0.
+
+Each iteration computes S_m = phi_m' C^-1 phi_m and Q_m = phi_m' C^-1 y for every basis
+(s = S / (1 - gamma S), q = Q / (1 - gamma S) in the model), takes the single addition,
+re-estimation or deletion that raises L most (deletions first when any helps, as
+Tipping's SparseBayes), and updates the posterior Sigma, mu of the active weights and
+S, Q by the rank-one formulas of Tipping & Faul's appendix; all statistics are recomputed
+from scratch after each noise update and every ``refresh`` iterations so that nothing
+drifts. Noise: the RVM and FLAP-sigma use MacKay's update beta = (N - sum_A (1 -
+Sigma_mm / gamma_m)) / ||y - Phi mu||^2 (kept only when it raises L); BLS maximises over
+sigma^2 with g fixed, sigma^2 = y'(y - Phi mu) / N; FLAP keeps its initial noise. lambda
+(FLAP, FLAP-sigma, BLS) is re-estimated after every step as Babacan's code does, lambda =
+2 (|A| + nu - 1) / (sum_A g_m + 2 delta) with (nu, delta) the Gamma hyperprior (default
+0, 0) and g = gamma (FLAP) or gamma beta (BLS). Because lambda grows with |A|, a basis
+whose addition raises lambda can be deleted again at once and re-added forever; as in
+Babacan's code, a basis deleted under a re-estimated lambda is not added again (the RVM,
+like SparseBayes, may re-add).
+
+Shapes are static: at most ``max_basis`` active bases live in slots of Sigma and mu, so
+the fit jits and vmaps over stacked data sets. A fit that fills every slot is flagged
+(``saturated``). Bases nearly parallel to an active one (|phi_m' phi_a| > 1 -
+``align_tol``) are not added; the noise precision is capped at ``max_precision`` /
+var(y).
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from .core import loop as _loop
+from .core.linalg import pairwise_sqdist
+from .core.status import FitResult
+
+PRIORS = ("rvm", "flap", "flap_sigma", "bls")
+KERNELS = ("rbf", "poly", "linear")
+_ADD, _REESTIMATE, _DELETE = 0, 1, 2
+
+
+class Hyperparams(eqx.Module):
+    """Settings of the engine.
+
+    Parameters
+    ----------
+    prior : {"rvm", "flap", "flap_sigma", "bls"}
+        The prior on the weights (module docstring); FLAP keeps the initial noise.
+    max_basis : int
+        Slots for active bases (static); a fit that fills them is flagged ``saturated``.
+    noise_init : float
+        Initial noise variance as a fraction of var(y) (0.01: sd 0.1 std(y), as SparseBayes).
+    lam : float
+        Initial (or, with ``estimate_lambda=False``, fixed) lambda.
+    estimate_lambda : bool
+        Re-estimate lambda after every step (FLAP, FLAP-sigma, BLS).
+    lambda_prior : (nu, delta) of the Gamma hyperprior on lambda; (0, 0) is Babacan's.
+    align_tol : a basis with |cosine| > 1 - align_tol to an active one is not added.
+    max_precision : the noise precision is at most max_precision / var(y).
+    min_delta_log_gamma, gain_tol : converged when the best move is a re-estimation that
+        changes log gamma by less than ``min_delta_log_gamma`` (SparseBayes' 1e-3) or no
+        move raises L by more than ``gain_tol`` nats (the re-estimated lambda otherwise
+        lets the variances creep for hundreds of iterations), and the noise has settled.
+    refresh : recompute Sigma, mu, S, Q from scratch every ``refresh`` iterations.
+    """
+
+    prior: str = eqx.field(static=True, default="rvm")
+    max_basis: int = eqx.field(static=True, default=64)
+    noise_init: float = 0.01
+    lam: float = 0.0
+    estimate_lambda: bool = eqx.field(static=True, default=True)
+    lambda_prior: tuple = (0.0, 0.0)
+    align_tol: float = 1e-3
+    max_precision: float = 1e6
+    min_delta_log_gamma: float = 1e-3
+    gain_tol: float = 1e-5
+    refresh: int = eqx.field(static=True, default=50)
+
+    @property
+    def estimates_noise(self) -> bool:
+        return self.prior in ("rvm", "flap_sigma", "bls")
+
+    @property
+    def uses_lambda(self) -> bool:
+        return self.prior != "rvm"
+
+
+class Data(eqx.Module):
+    """The normalised problem: ``Phi`` (N, M) with unit columns (zero columns stay zero
+    and are never added), ``scale`` (M,) the original column norms, ``y`` (N,),
+    ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y (var(y), or mean(y^2) when y is
+    constant)."""
+
+    Phi: Float[Array, "n m"]
+    scale: Float[Array, " m"]
+    y: Float[Array, " n"]
+    Phi_y: Float[Array, " m"]
+    y_var: Float[Array, ""]
+
+
+class State(eqx.Module):
+    """Engine state. ``gamma`` (M,) prior variances (0: out); ``slot`` (M,) the slot of
+    each active basis (``max_basis`` when out); ``basis`` (max_basis,) the basis in each
+    slot and ``used`` which slots hold one; ``Sigma``, ``mu`` the posterior of the slot
+    weights (zero on free slots); ``G`` (M, max_basis) Phi' phi_slot; ``S``, ``Q`` (M,);
+    ``beta`` the noise precision; ``lam`` lambda; ``deleted`` the bases barred from
+    re-entry; ``converged``, ``saturated`` flags."""
+
+    gamma: Float[Array, " m"]
+    slot: Int[Array, " m"]
+    basis: Int[Array, " k"]
+    used: Bool[Array, " k"]
+    Sigma: Float[Array, "k k"]
+    mu: Float[Array, " k"]
+    G: Float[Array, "m k"]
+    S: Float[Array, " m"]
+    Q: Float[Array, " m"]
+    beta: Float[Array, ""]
+    lam: Float[Array, ""]
+    deleted: Bool[Array, " m"]
+    iteration: Int[Array, ""]
+    converged: Bool[Array, ""]
+    saturated: Bool[Array, ""]
+
+
+# ----------------------------------------------------------------------------- design
+
+
+def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 1.0,
+           bias: bool = False) -> Float[Array, "n m"]:
+    """Basis matrix Phi of the inputs ``X`` (N, D) against ``centers`` (M, D; default X).
+
+    rbf: exp(-gamma ||x - c||^2); poly: (gamma x'c + coef0)^degree; linear: the features
+    themselves (Phi = X, centers unused: the identity design of variable selection).
+    ``bias`` appends a column of ones."""
+    X = jnp.asarray(X)
+    centers = X if centers is None else jnp.asarray(centers, X.dtype)
+    if kernel == "rbf":
+        Phi = jnp.exp(-gamma * pairwise_sqdist(X, centers))
+    elif kernel == "poly":
+        Phi = (gamma * X @ centers.T + coef0) ** degree
+    elif kernel == "linear":
+        Phi = X
+    else:
+        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
+    if bias:
+        Phi = jnp.concatenate([Phi, jnp.ones((Phi.shape[0], 1), Phi.dtype)], axis=1)
+    return Phi
+
+
+def as_data(Phi, y) -> Data:
+    """Normalise the basis columns and cache Phi' y."""
+    Phi, y = jnp.asarray(Phi), jnp.asarray(y, jnp.asarray(Phi).dtype)
+    norm = jnp.sqrt(jnp.sum(Phi * Phi, axis=0))
+    alive = norm > jnp.finfo(Phi.dtype).tiny ** 0.5
+    scale = jnp.where(alive, norm, 1.0)
+    Phi = jnp.where(alive, Phi / scale, 0.0)
+    var = jnp.var(y)
+    mean_sq = jnp.mean(y * y)
+    y_var = jnp.where(var > 1e-12 * mean_sq, var, jnp.where(mean_sq > 0, mean_sq, 1.0))
+    return Data(Phi, scale, y, Phi.T @ y, y_var)
+
+
+# ------------------------------------------------------------------ per-basis updates
+
+
+def optimal_gamma(s, q, rho):
+    """The maximiser of l(gamma) (module docstring): the stable root where q^2 - s > rho,
+    else 0."""
+    theta = q * q - s
+    safe_s = jnp.maximum(s, jnp.finfo(jnp.result_type(s)).tiny)
+    root = 2.0 * (theta - rho) / (safe_s * ((safe_s + 2.0 * rho) + jnp.sqrt(s * s + 4.0 * rho * q * q)))
+    return jnp.where((theta > rho) & (s > 0), root, 0.0)
+
+
+def basis_objective(gamma, s, q, rho):
+    """l(gamma), the part of the log evidence that depends on one basis's variance."""
+    return -0.5 * (jnp.log1p(gamma * s) - q * q * gamma / (1.0 + gamma * s) + rho * gamma)
+
+
+def _rho(state: State, hparams: Hyperparams):
+    if hparams.prior == "rvm":
+        return jnp.zeros_like(state.lam)
+    return state.lam * state.beta if hparams.prior == "bls" else state.lam
+
+
+def _loo(state: State):
+    """s_m, q_m: S, Q with basis m itself taken out of C."""
+    factor = 1.0 - state.gamma * state.S
+    active = state.gamma > 0
+    return jnp.where(active, state.S / factor, state.S), jnp.where(active, state.Q / factor, state.Q)
+
+
+# ------------------------------------------------------------- posterior and statistics
+
+
+def _precision(state: State, gamma_slot):
+    """beta Phi_A' Phi_A + Gamma_A^-1 on the used slots, identity on the free ones."""
+    used = state.used
+    G_AA = jnp.where(used[:, None] & used[None, :], state.G[state.basis], 0.0)
+    inv_gamma = jnp.where(used, 1.0 / jnp.where(used, gamma_slot, 1.0), 1.0)
+    return state.beta * G_AA + jnp.diag(inv_gamma)
+
+
+def _posterior(state: State, data: Data):
+    """(Sigma, mu, log |Sigma|) of the slot weights, recomputed from scratch."""
+    used = state.used
+    A = _precision(state, state.gamma[state.basis])
+    L = jnp.linalg.cholesky(A)
+    eye = jnp.eye(A.shape[0], dtype=A.dtype)
+    Sigma = jax.scipy.linalg.cho_solve((L, True), eye)
+    Sigma = jnp.where(used[:, None] & used[None, :], Sigma, 0.0)
+    mu = state.beta * Sigma @ jnp.where(used, data.Phi_y[state.basis], 0.0)
+    return Sigma, mu, -2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+def refresh(state: State, data: Data) -> State:
+    """Sigma, mu, S, Q recomputed from gamma, beta and the slots."""
+    Sigma, mu, _ = _posterior(state, data)
+    B = state.G  # free slots have zero columns
+    S = state.beta * jnp.sum(data.Phi * data.Phi, axis=0) - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
+    Q = state.beta * (data.Phi_y - B @ mu)
+    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q), state, (Sigma, mu, S, Q))
+
+
+def _residual_terms(state: State, data: Data, mu):
+    """(||y - Phi mu||^2, y'(y - Phi mu)) from the cached Gram columns."""
+    used = state.used
+    Phi_y = jnp.where(used, data.Phi_y[state.basis], 0.0)
+    G_AA = jnp.where(used[:, None] & used[None, :], state.G[state.basis], 0.0)
+    yy = jnp.sum(data.y * data.y)
+    fit = mu @ Phi_y
+    return yy - 2.0 * fit + mu @ G_AA @ mu, yy - fit
+
+
+def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
+    """The log evidence L (module docstring), computed from scratch."""
+    n = data.y.shape[0]
+    _, mu, logdet_Sigma = _posterior(state, data)
+    _, y_resid = _residual_terms(state, data, mu)
+    gamma_A = jnp.where(state.gamma > 0, state.gamma, 1.0)
+    log_det_C = -n * jnp.log(state.beta) + jnp.sum(jnp.log(gamma_A)) - logdet_Sigma
+    log_ev = -0.5 * (n * math.log(2 * math.pi) + log_det_C + state.beta * y_resid)
+    return log_ev - 0.5 * _rho(state, hparams) * jnp.sum(state.gamma)
+
+
+# --------------------------------------------------------------------- the three moves
+
+
+def _reestimate(state: State, data: Data, m, gamma_new) -> State:
+    j = state.slot[m]
+    Sj = state.Sigma[:, j]
+    delta = 1.0 / gamma_new - 1.0 / state.gamma[m]
+    kappa = delta / (1.0 + state.Sigma[j, j] * delta)
+    c = state.beta * (state.G @ Sj)
+    mu_j = state.mu[j]
+    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma), state,
+                       (state.Sigma - kappa * jnp.outer(Sj, Sj), state.mu - kappa * mu_j * Sj,
+                        state.S + kappa * c * c, state.Q + kappa * mu_j * c, state.gamma.at[m].set(gamma_new)))
+
+
+def _add(state: State, data: Data, m, gamma_new) -> State:
+    j = jnp.argmin(state.used).astype(state.slot.dtype)  # the first free slot
+    g = data.Phi.T @ data.Phi[:, m]  # Phi' phi_m
+    Sigma_mm = gamma_new / (1.0 + gamma_new * state.S[m])
+    mu_m = Sigma_mm * state.Q[m]
+    comm = state.beta * state.Sigma @ state.G[m]  # beta Sigma Phi_A' phi_m (zero on free slots)
+    c = state.beta * (g - state.G @ comm)  # beta Phi' e_m
+    Sigma = (state.Sigma + Sigma_mm * jnp.outer(comm, comm)).at[j, :].set(-Sigma_mm * comm).at[:, j].set(-Sigma_mm * comm)
+    Sigma = Sigma.at[j, j].set(Sigma_mm)
+    mu = (state.mu - mu_m * comm).at[j].set(mu_m)
+    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma, s.slot, s.basis, s.used, s.G), state,
+                       (Sigma, mu, state.S - Sigma_mm * c * c, state.Q - mu_m * c, state.gamma.at[m].set(gamma_new),
+                        state.slot.at[m].set(j), state.basis.at[j].set(m), state.used.at[j].set(True),
+                        state.G.at[:, j].set(g)))
+
+
+def _delete(state: State, data: Data, m, gamma_new) -> State:
+    del gamma_new
+    k = state.used.shape[0]
+    j = state.slot[m]
+    Sj, Sjj, mu_j = state.Sigma[:, j], state.Sigma[j, j], state.mu[j]
+    c = state.beta * (state.G @ Sj)
+    Sigma = (state.Sigma - jnp.outer(Sj, Sj) / Sjj).at[j, :].set(0.0).at[:, j].set(0.0)
+    mu = (state.mu - mu_j * Sj / Sjj).at[j].set(0.0)
+    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma, s.slot, s.basis, s.used, s.G), state,
+                       (Sigma, mu, state.S + c * c / Sjj, state.Q + mu_j * c / Sjj, state.gamma.at[m].set(0.0),
+                        state.slot.at[m].set(k), state.basis.at[j].set(0), state.used.at[j].set(False),
+                        state.G.at[:, j].set(0.0)))
+
+
+def candidates(state: State, data: Data, hparams: Hyperparams):
+    """For every basis: the action it would take (add, re-estimate, delete), its new
+    gamma, and the gain in L (-inf where not allowed)."""
+    s, q = _loo(state)
+    rho = _rho(state, hparams)
+    gamma_new = optimal_gamma(s, q, rho)
+    gain = basis_objective(gamma_new, s, q, rho) - basis_objective(state.gamma, s, q, rho)
+    active = state.gamma > 0
+    n_active = jnp.sum(active)
+    aligned = jnp.any(jnp.abs(state.G) > 1.0 - hparams.align_tol, axis=1)  # free slots have G = 0
+    alive = jnp.sum(data.Phi * data.Phi, axis=0) > 0
+    add = ~active & (gamma_new > 0) & ~aligned & alive & ~state.deleted & (n_active < state.used.shape[0])
+    reestimate = active & (gamma_new > 0)
+    delete = active & (gamma_new == 0) & (n_active > 1)
+    action = jnp.where(active, jnp.where(gamma_new > 0, _REESTIMATE, _DELETE), _ADD)
+    gain = jnp.where(add | reestimate | delete, gain, -jnp.inf)
+    return action, gamma_new, gain, delete
+
+
+def _basis_step(state: State, data: Data, hparams: Hyperparams):
+    """The best single move; returns (state, whether the basis set has converged)."""
+    action, gamma_new, gain, delete = candidates(state, data, hparams)
+    priority = jnp.any(delete & (gain > 0))
+    m = jnp.argmax(jnp.where(priority & ~delete, -jnp.inf, gain)).astype(state.basis.dtype)
+    small = jnp.abs(jnp.log(jnp.where(gamma_new[m] > 0, gamma_new[m], 1.0) / jnp.where(state.gamma[m] > 0, state.gamma[m], 1.0)))
+    settled = ~(gain[m] > hparams.gain_tol) | ((action[m] == _REESTIMATE) & (small < hparams.min_delta_log_gamma))
+    moved = jax.lax.switch(action[m], (_add, _reestimate, _delete), state, data, m, gamma_new[m])
+    state = jax.tree.map(lambda a, b: jnp.where(gain[m] > 0, a, b), moved, state)
+    if hparams.uses_lambda and hparams.estimate_lambda:
+        barred = state.deleted.at[m].set(state.deleted[m] | ((action[m] == _DELETE) & (gain[m] > 0)))
+        state = eqx.tree_at(lambda s: s.deleted, state, barred)
+    saturated = state.saturated | (jnp.all(state.used) & jnp.any(~(state.gamma > 0) & (gamma_new > 0)))
+    return eqx.tree_at(lambda s: s.saturated, state, saturated), settled
+
+
+def _update_lambda(state: State, hparams: Hyperparams) -> State:
+    nu, delta = hparams.lambda_prior
+    g = state.gamma * state.beta if hparams.prior == "bls" else state.gamma
+    n_active = jnp.sum(state.gamma > 0)
+    lam = jnp.maximum(2.0 * (n_active + nu - 1.0), 0.0) / (jnp.sum(g) + 2.0 * delta)
+    return eqx.tree_at(lambda s: s.lam, state, lam)
+
+
+def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
+    """The prior's noise update followed by a full recomputation; the MacKay update of the
+    RVM and FLAP-sigma is kept only when it raises L."""
+    n = data.y.shape[0]
+    floor = data.y_var / hparams.max_precision  # noise variance floor
+    sq_resid, y_resid = _residual_terms(state, data, state.mu)
+    if hparams.prior == "bls":
+        sigma2 = jnp.maximum(y_resid / n, floor)
+        beta = 1.0 / sigma2
+        new = eqx.tree_at(lambda s: (s.beta, s.gamma), state, (beta, state.gamma * state.beta / beta))
+        return refresh(new, data)
+    gamma_slot = jnp.where(state.used, state.gamma[state.basis], 1.0)
+    dof = n - jnp.sum(jnp.where(state.used, 1.0 - jnp.diagonal(state.Sigma) / gamma_slot, 0.0))
+    beta = jnp.maximum(dof, 1.0) / jnp.maximum(sq_resid, n * floor)
+    new = refresh(eqx.tree_at(lambda s: s.beta, state, beta), data)
+    better = objective(new, data, hparams) >= objective(state, data, hparams)
+    return jax.tree.map(lambda a, b: jnp.where(better, a, b), new, refresh(state, data))
+
+
+def update(state: State, data: Data, hparams: Hyperparams) -> State:
+    """One iteration: the best basis move, lambda, and (on the SparseBayes schedule, every
+    iteration for the first ten and every fifth after, and whenever the basis set has
+    settled) the noise; statistics are refreshed every ``hparams.refresh`` iterations."""
+    state, settled = _basis_step(state, data, hparams)
+    if hparams.uses_lambda and hparams.estimate_lambda:
+        state = _update_lambda(state, hparams)
+    it = state.iteration
+    if hparams.estimates_noise:
+        noise_now = (it < 10) | (it % 5 == 0) | settled
+        old_beta = state.beta
+        state = jax.lax.cond(noise_now, lambda s: _update_noise(s, data, hparams), lambda s: s, state)
+        settled = settled & (jnp.abs(jnp.log(state.beta / old_beta)) < 1e-6)
+    state = jax.lax.cond((it + 1) % hparams.refresh == 0, lambda s: refresh(s, data), lambda s: s, state)
+    return eqx.tree_at(lambda s: (s.iteration, s.converged), state, (it + 1, settled))
+
+
+def init(data: Data, hparams: Hyperparams) -> State:
+    """Start from the single basis most aligned with y (Tipping & Faul, section 4), its
+    gamma from its own optimum with the initial noise, clipped to [1e-3, 1e3] var(y)."""
+    n, m = data.Phi.shape
+    k = min(hparams.max_basis, m)
+    dtype = data.Phi.dtype
+    beta = 1.0 / (hparams.noise_init * data.y_var)
+    first = jnp.argmax(data.Phi_y**2).astype(jnp.int32)
+    gamma0 = jnp.clip(data.Phi_y[first] ** 2 - 1.0 / beta, 1e-3 * data.y_var, 1e3 * data.y_var)
+    lam = jnp.asarray(hparams.lam, dtype)
+    state = State(gamma=jnp.zeros(m, dtype).at[first].set(gamma0), slot=jnp.full(m, k, jnp.int32).at[first].set(0),
+                  basis=jnp.zeros(k, jnp.int32).at[0].set(first), used=jnp.zeros(k, bool).at[0].set(True),
+                  Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
+                  G=jnp.zeros((m, k), dtype).at[:, 0].set(data.Phi.T @ data.Phi[:, first]),
+                  S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
+                  iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
+    return refresh(state, data)
+
+
+# ----------------------------------------------------------------------------- fit
+
+
+def check_hparams(hparams: Hyperparams):
+    if hparams.prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS}; got {hparams.prior!r}.")
+    if hparams.max_basis < 1:
+        raise ValueError(f"max_basis must be at least 1; got {hparams.max_basis}.")
+    if not float(hparams.noise_init) > 0:
+        raise ValueError(f"noise_init must be positive; got {hparams.noise_init}.")
+    if not float(hparams.lam) >= 0:
+        raise ValueError(f"lam must be non-negative; got {hparams.lam}.")
+
+
+def check_problem(Phi, y):
+    """Refuse non-finite values, mismatched lengths and fewer than two samples."""
+    import numpy as np
+
+    Phi, y = np.asarray(Phi), np.asarray(y)
+    if Phi.ndim != 2 or y.ndim != 1:
+        raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {Phi.shape} and {y.shape}.")
+    if Phi.shape[0] != y.shape[0]:
+        raise ValueError(f"Phi has {Phi.shape[0]} rows but y has {y.shape[0]} values.")
+    if y.shape[0] < 2:
+        raise ValueError(f"at least two samples are needed; got {y.shape[0]}.")
+    for name, a in (("Phi", Phi), ("y", y)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            raise ValueError(f"{name} has {int(bad.sum())} non-finite values (first at {tuple(int(i) for i in np.argwhere(bad)[0])}).")
+
+
+def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 1000, progress: bool | None = None,
+        throw: bool = True) -> FitResult:
+    """Maximise the evidence over the basis set, the variances, the noise and lambda.
+
+    ``Phi`` (N, M) and ``y`` (N,); vmappable over stacked data sets after one check
+    (``jax.vmap(lambda P, t: fit(P, t, hp, throw=False))``). Deterministic: no key.
+    Returns a ``FitResult`` whose state is a :class:`State` (read it with
+    :func:`weights`, :func:`relevance` and :func:`predict`) and whose trace is L.
+    """
+    hparams = hparams or Hyperparams()
+    if not any(isinstance(v, jax.core.Tracer) for v in (Phi, y)):
+        check_hparams(hparams)
+        check_problem(Phi, y)
+    return _fit(as_data(Phi, y), hparams, max_iter=max_iter, progress=progress, throw=throw)
+
+
+@eqx.filter_jit
+def _fit(data: Data, hparams: Hyperparams, *, max_iter, progress, throw) -> FitResult:
+    return _loop.run(lambda s: update(s, data, hparams), lambda s: objective(s, data, hparams), init(data, hparams),
+                     max_iter=max_iter, tol=0.0, progress=progress, throw=throw, done=lambda s: s.converged)
+
+
+# --------------------------------------------------------------------- read the fit
+
+
+def weights(state: State, scale) -> Float[Array, " m"]:
+    """Posterior mean weights of the original (unnormalised) basis columns; 0 when out.
+    ``scale`` is the column norms (``as_data(Phi, y).scale``)."""
+    m = state.gamma.shape[0]
+    w = jnp.zeros(m, state.mu.dtype).at[jnp.where(state.used, state.basis, m)].set(state.mu, mode="drop")
+    return w / scale
+
+
+def relevance(state: State) -> Bool[Array, " m"]:
+    """Which bases are in the model (the relevance vectors)."""
+    return state.gamma > 0
+
+
+def predict(state: State, Phi_new, scale, *, noise: bool = True):
+    """Predictive mean and variance at new basis rows ``Phi_new`` (N*, M): mean phi* mu,
+    variance phi* Sigma phi*' (+ sigma^2 with ``noise``)."""
+    Phi_A = jnp.where(state.used, (Phi_new / scale)[:, state.basis], 0.0)
+    mean = Phi_A @ state.mu
+    var = jnp.sum((Phi_A @ state.Sigma) * Phi_A, axis=1)
+    return mean, var + (1.0 / state.beta if noise else 0.0)
+
+
+__all__ = ["Hyperparams", "State", "Data", "design", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
+           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates"]
