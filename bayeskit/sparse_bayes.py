@@ -361,20 +361,26 @@ def _update_lambda(state: State, hparams: Hyperparams) -> State:
     return eqx.tree_at(lambda s: s.lam, state, lam)
 
 
+def noise_reestimate(state: State, data: Data):
+    """MacKay's noise variance ||y - Phi mu||^2 / (N - sum_A (1 - Sigma_mm / gamma_m))
+    (and that sum of squares), from the current posterior."""
+    sq_resid, _ = _residual_terms(state, data, state.mu)
+    gamma_slot = jnp.where(state.used, state.gamma[state.basis], 1.0)
+    dof = data.y.shape[0] - jnp.sum(jnp.where(state.used, 1.0 - jnp.diagonal(state.Sigma) / gamma_slot, 0.0))
+    return sq_resid / jnp.maximum(dof, 1.0)
+
+
 def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
     """The prior's noise update followed by a full recomputation; the MacKay update of the
     RVM and FLAP-sigma is kept only when it raises L."""
     n = data.y.shape[0]
     floor = data.y_var / hparams.max_precision  # noise variance floor
-    sq_resid, y_resid = _residual_terms(state, data, state.mu)
     if hparams.prior == "bls":
-        sigma2 = jnp.maximum(y_resid / n, floor)
-        beta = 1.0 / sigma2
+        _, y_resid = _residual_terms(state, data, state.mu)
+        beta = 1.0 / jnp.maximum(y_resid / n, floor)
         new = eqx.tree_at(lambda s: (s.beta, s.gamma), state, (beta, state.gamma * state.beta / beta))
         return refresh(new, data)
-    gamma_slot = jnp.where(state.used, state.gamma[state.basis], 1.0)
-    dof = n - jnp.sum(jnp.where(state.used, 1.0 - jnp.diagonal(state.Sigma) / gamma_slot, 0.0))
-    beta = jnp.maximum(dof, 1.0) / jnp.maximum(sq_resid, n * floor)
+    beta = 1.0 / jnp.maximum(noise_reestimate(state, data), floor)
     new = refresh(eqx.tree_at(lambda s: s.beta, state, beta), data)
     better = objective(new, data, hparams) >= objective(state, data, hparams)
     return jax.tree.map(lambda a, b: jnp.where(better, a, b), new, refresh(state, data))
@@ -495,4 +501,4 @@ def predict(state: State, Phi_new, scale, *, noise: bool = True):
 
 
 __all__ = ["Hyperparams", "State", "Data", "design", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
-           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates"]
+           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates", "noise_reestimate"]

@@ -3,11 +3,13 @@
 ``__init__`` stores hyperparameters only; ``fit`` validates on the host, runs the
 jitted core (restarts as one ``vmap``), and sets trailing-underscore attributes.
 One module per family: multilabel classifiers, conditional density regression and
-relational link prediction.
+relational link prediction, sparse Bayesian regression.
 """
 
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
+from .sparse import BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BSMLClassifier", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor", "ProbitClassifier", "SBMoERegressor"]
+__all__ = ["BLSRegressor", "BSMLClassifier", "FLAPRegressor", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
+           "ProbitClassifier", "RVMRegressor", "SBMoERegressor"]
