@@ -9,7 +9,7 @@ relational link prediction, sparse Bayesian regression.
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
-from .sparse import BLSRegressor, FLAPRegressor, RVMRegressor
+from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BLSRegressor", "BSMLClassifier", "FLAPRegressor", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
+__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "FLAPRegressor", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
            "ProbitClassifier", "RVMRegressor", "SBMoERegressor"]
