@@ -60,7 +60,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .core import loop as _loop
-from .core.linalg import pairwise_sqdist
+from .core.linalg import pairwise_sqdist, spd_inverse_loop
 from .core.status import FitResult
 
 PRIORS = ("rvm", "flap", "flap_sigma", "bls")
@@ -234,13 +234,10 @@ def _precision(state: State, gamma_slot):
 def _posterior(state: State, data: Data):
     """(Sigma, mu, log |Sigma|) of the slot weights, recomputed from scratch."""
     used = state.used
-    A = _precision(state, state.gamma[state.basis])
-    L = jnp.linalg.cholesky(A)
-    eye = jnp.eye(A.shape[0], dtype=A.dtype)
-    Sigma = jax.scipy.linalg.cho_solve((L, True), eye)
+    Sigma, logdet_A = spd_inverse_loop(_precision(state, state.gamma[state.basis]))
     Sigma = jnp.where(used[:, None] & used[None, :], Sigma, 0.0)
     mu = state.beta * Sigma @ jnp.where(used, data.Phi_y[state.basis], 0.0)
-    return Sigma, mu, -2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+    return Sigma, mu, -logdet_A
 
 
 def refresh(state: State, data: Data) -> State:

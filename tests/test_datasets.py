@@ -115,3 +115,19 @@ def test_holdout_split_is_disjoint_symmetric_and_a_fifth():
     assert not (train & test).any() and not np.diagonal(train | test, axis1=1, axis2=2).any()
     np.testing.assert_array_equal(test, test.transpose(0, 2, 1))
     assert abs(test.sum() / (234 * 233) - 0.2) < 0.01
+
+
+def test_sinc_and_bump_generators():
+    from bayeskit.datasets import bump_datasets, bumps, sinc, sinc_datasets
+    from bayeskit.datasets.sparse import BUMP_H, BUMP_T
+
+    X, y, X_test, f_test = sinc_datasets(50, 0.3, seed=1)
+    assert X.shape == (50, 100, 1) and y.shape == (50, 100) and X_test.shape == (1000, 1)
+    assert np.all(np.abs(X) <= 10) and sinc(0.0) == 1.0
+    assert abs(np.std(y - sinc(X[..., 0])) - 0.3) < 0.01
+    np.testing.assert_allclose(f_test, np.sin(X_test[:, 0]) / X_test[:, 0], rtol=1e-12)
+    # each bump's height is reached at its position, up to the other bumps' tails
+    assert np.all(np.abs(bumps(BUMP_T) - BUMP_H) < 0.25 * BUMP_H)
+    X, y, f, sigma = bump_datasets(200, snr=4.0, seed=2)
+    assert X.shape == (200, 120, 1) and np.isclose(sigma, np.std(f) / 4.0)
+    assert abs(np.std(y - f) - sigma) < 0.02 * sigma

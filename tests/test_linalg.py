@@ -214,3 +214,15 @@ def test_shared_plus_diagonal_singular_is_jittered(rng):
     g = _gauss(jnp.asarray(P), jnp.asarray(rng.standard_normal(N)))
     assert bool(g.ok) and float(g.jitter) > 0
     assert np.all(np.isfinite(np.asarray(g.mean))) and np.all(np.asarray(g.var) > 0)
+
+
+def test_spd_inverse_loop_matches_numpy():
+    from bayeskit.core.linalg import spd_inverse_loop
+
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((12, 12))
+    A = B @ B.T + 0.1 * np.eye(12)
+    inv, logdet = spd_inverse_loop(jnp.asarray(A))
+    np.testing.assert_allclose(inv, np.linalg.inv(A), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(logdet, np.linalg.slogdet(A)[1], rtol=1e-12)
+    assert np.isnan(np.asarray(spd_inverse_loop(jnp.asarray(A - 20 * np.eye(12)))[0])).any()

@@ -5,7 +5,8 @@ our numbers beside the paper's and writes JSON (and PNG where the paper has a fi
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
-from . import bsml_ard, ibp_toy, lfrm_link_prediction, bsml_semisupervised, bsml_supervised, sbmoe_sensitivity, sbmoe_synthetic
+from . import (bsml_ard, bsml_semisupervised, bsml_supervised, ibp_toy, lfrm_link_prediction, sbmoe_sensitivity, sbmoe_synthetic,
+               sparse_bayes_sinc)
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -15,6 +16,7 @@ EXPERIMENTS = {
     "sbmoe_sensitivity": sbmoe_sensitivity,
     "ibp_toy": ibp_toy,
     "lfrm_link_prediction": lfrm_link_prediction,
+    "sparse_bayes_sinc": sparse_bayes_sinc,
 }
 
 __all__ = ["EXPERIMENTS"]
