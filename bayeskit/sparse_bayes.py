@@ -133,7 +133,8 @@ class State(eqx.Module):
     slot and ``used`` which slots hold one; ``Sigma``, ``mu`` the posterior of the slot
     weights (zero on free slots); ``G`` (M, max_basis) Phi' phi_slot; ``S``, ``Q`` (M,);
     ``beta`` the noise precision; ``lam`` lambda; ``deleted`` the bases barred from
-    re-entry; ``converged``, ``saturated`` flags."""
+    re-entry; ``log_evidence`` L, carried by the gains of the moves and recomputed with
+    the statistics; ``converged``, ``saturated`` flags."""
 
     gamma: Float[Array, " m"]
     slot: Int[Array, " m"]
@@ -147,6 +148,7 @@ class State(eqx.Module):
     beta: Float[Array, ""]
     lam: Float[Array, ""]
     deleted: Bool[Array, " m"]
+    log_evidence: Float[Array, ""]
     iteration: Int[Array, ""]
     converged: Bool[Array, ""]
     saturated: Bool[Array, ""]
@@ -240,15 +242,6 @@ def _posterior(state: State, data: Data):
     return Sigma, mu, -logdet_A
 
 
-def refresh(state: State, data: Data) -> State:
-    """Sigma, mu, S, Q recomputed from gamma, beta and the slots."""
-    Sigma, mu, _ = _posterior(state, data)
-    B = state.G  # free slots have zero columns
-    S = state.beta * jnp.sum(data.Phi * data.Phi, axis=0) - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
-    Q = state.beta * (data.Phi_y - B @ mu)
-    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q), state, (Sigma, mu, S, Q))
-
-
 def _residual_terms(state: State, data: Data, mu):
     """(||y - Phi mu||^2, y'(y - Phi mu)) from the cached Gram columns."""
     used = state.used
@@ -259,15 +252,29 @@ def _residual_terms(state: State, data: Data, mu):
     return yy - 2.0 * fit + mu @ G_AA @ mu, yy - fit
 
 
-def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
-    """The log evidence L (module docstring), computed from scratch."""
+def _evidence(state: State, data: Data, hparams: Hyperparams, mu, logdet_Sigma):
     n = data.y.shape[0]
-    _, mu, logdet_Sigma = _posterior(state, data)
     _, y_resid = _residual_terms(state, data, mu)
     gamma_A = jnp.where(state.gamma > 0, state.gamma, 1.0)
     log_det_C = -n * jnp.log(state.beta) + jnp.sum(jnp.log(gamma_A)) - logdet_Sigma
     log_ev = -0.5 * (n * math.log(2 * math.pi) + log_det_C + state.beta * y_resid)
     return log_ev - 0.5 * _rho(state, hparams) * jnp.sum(state.gamma)
+
+
+def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
+    """The log evidence L (module docstring), computed from scratch."""
+    _, mu, logdet_Sigma = _posterior(state, data)
+    return _evidence(state, data, hparams, mu, logdet_Sigma)
+
+
+def refresh(state: State, data: Data, hparams: Hyperparams) -> State:
+    """Sigma, mu, S, Q and L recomputed from gamma, beta and the slots."""
+    Sigma, mu, logdet_Sigma = _posterior(state, data)
+    B = state.G  # free slots have zero columns
+    S = state.beta * jnp.sum(data.Phi * data.Phi, axis=0) - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
+    Q = state.beta * (data.Phi_y - B @ mu)
+    L = _evidence(state, data, hparams, mu, logdet_Sigma)
+    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.log_evidence), state, (Sigma, mu, S, Q, L))
 
 
 # --------------------------------------------------------------------- the three moves
@@ -342,6 +349,7 @@ def _basis_step(state: State, data: Data, hparams: Hyperparams):
     small = jnp.abs(jnp.log(jnp.where(gamma_new[m] > 0, gamma_new[m], 1.0) / jnp.where(state.gamma[m] > 0, state.gamma[m], 1.0)))
     settled = ~(gain[m] > hparams.gain_tol) | ((action[m] == _REESTIMATE) & (small < hparams.min_delta_log_gamma))
     moved = jax.lax.switch(action[m], (_add, _reestimate, _delete), state, data, m, gamma_new[m])
+    moved = eqx.tree_at(lambda s: s.log_evidence, moved, state.log_evidence + gain[m])
     state = jax.tree.map(lambda a, b: jnp.where(gain[m] > 0, a, b), moved, state)
     if hparams.uses_lambda and hparams.estimate_lambda:
         barred = state.deleted.at[m].set(state.deleted[m] | ((action[m] == _DELETE) & (gain[m] > 0)))
@@ -355,7 +363,9 @@ def _update_lambda(state: State, hparams: Hyperparams) -> State:
     g = state.gamma * state.beta if hparams.prior == "bls" else state.gamma
     n_active = jnp.sum(state.gamma > 0)
     lam = jnp.maximum(2.0 * (n_active + nu - 1.0), 0.0) / (jnp.sum(g) + 2.0 * delta)
-    return eqx.tree_at(lambda s: s.lam, state, lam)
+    new = eqx.tree_at(lambda s: s.lam, state, lam)
+    L = state.log_evidence - 0.5 * (_rho(new, hparams) - _rho(state, hparams)) * jnp.sum(state.gamma)
+    return eqx.tree_at(lambda s: s.log_evidence, new, L)
 
 
 def noise_reestimate(state: State, data: Data):
@@ -376,17 +386,17 @@ def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
         _, y_resid = _residual_terms(state, data, state.mu)
         beta = 1.0 / jnp.maximum(y_resid / n, floor)
         new = eqx.tree_at(lambda s: (s.beta, s.gamma), state, (beta, state.gamma * state.beta / beta))
-        return refresh(new, data)
+        return refresh(new, data, hparams)
     beta = 1.0 / jnp.maximum(noise_reestimate(state, data), floor)
-    new = refresh(eqx.tree_at(lambda s: s.beta, state, beta), data)
-    better = objective(new, data, hparams) >= objective(state, data, hparams)
-    return jax.tree.map(lambda a, b: jnp.where(better, a, b), new, refresh(state, data))
+    new = refresh(eqx.tree_at(lambda s: s.beta, state, beta), data, hparams)
+    return jax.tree.map(lambda a, b: jnp.where(new.log_evidence >= state.log_evidence, a, b), new, state)
 
 
 def update(state: State, data: Data, hparams: Hyperparams) -> State:
     """One iteration: the best basis move, lambda, and (on the SparseBayes schedule, every
     iteration for the first ten and every fifth after, and whenever the basis set has
-    settled) the noise; statistics are refreshed every ``hparams.refresh`` iterations."""
+    settled) the noise, which recomputes the statistics; without noise updates (FLAP)
+    they are recomputed every ``hparams.refresh`` iterations."""
     state, settled = _basis_step(state, data, hparams)
     if hparams.uses_lambda and hparams.estimate_lambda:
         state = _update_lambda(state, hparams)
@@ -396,7 +406,8 @@ def update(state: State, data: Data, hparams: Hyperparams) -> State:
         old_beta = state.beta
         state = jax.lax.cond(noise_now, lambda s: _update_noise(s, data, hparams), lambda s: s, state)
         settled = settled & (jnp.abs(jnp.log(state.beta / old_beta)) < 1e-6)
-    state = jax.lax.cond((it + 1) % hparams.refresh == 0, lambda s: refresh(s, data), lambda s: s, state)
+    else:
+        state = jax.lax.cond((it + 1) % hparams.refresh == 0, lambda s: refresh(s, data, hparams), lambda s: s, state)
     return eqx.tree_at(lambda s: (s.iteration, s.converged), state, (it + 1, settled))
 
 
@@ -415,8 +426,9 @@ def init(data: Data, hparams: Hyperparams) -> State:
                   Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
                   G=jnp.zeros((m, k), dtype).at[:, 0].set(data.Phi.T @ data.Phi[:, first]),
                   S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
+                  log_evidence=jnp.zeros((), dtype),
                   iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
-    return refresh(state, data)
+    return refresh(state, data, hparams)
 
 
 # ----------------------------------------------------------------------------- fit
@@ -468,7 +480,7 @@ def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 1000, pro
 
 @eqx.filter_jit
 def _fit(data: Data, hparams: Hyperparams, *, max_iter, progress, throw) -> FitResult:
-    return _loop.run(lambda s: update(s, data, hparams), lambda s: objective(s, data, hparams), init(data, hparams),
+    return _loop.run(lambda s: update(s, data, hparams), lambda s: s.log_evidence, init(data, hparams),
                      max_iter=max_iter, tol=0.0, progress=progress, throw=throw, done=lambda s: s.converged)
 
 

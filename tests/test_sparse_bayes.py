@@ -113,7 +113,8 @@ def test_stable_root_equals_the_naive_root_and_tends_to_the_rvm():
 
 
 def test_rank_one_updates_do_not_drift():
-    """Without refreshes, the rank-one Sigma, mu, S and Q equal a recomputation."""
+    """Without refreshes, the rank-one Sigma, mu, S and Q, and the evidence carried by the
+    moves' gains, equal a recomputation."""
     X, y = _sinc(50, 0.1, seed=2)
     data = sb.as_data(sb.design(X, gamma=0.2, bias=True), y)
     hp = sb.Hyperparams(prior="flap", lam=0.2, estimate_lambda=False, refresh=100000)
@@ -121,8 +122,8 @@ def test_rank_one_updates_do_not_drift():
     state = sb.init(data, hp)
     for _ in range(60):
         state = step(state)
-    fresh = sb.refresh(state, data)
-    for name in ("Sigma", "mu", "S", "Q"):
+    fresh = sb.refresh(state, data, hp)
+    for name in ("Sigma", "mu", "S", "Q", "log_evidence"):
         np.testing.assert_allclose(getattr(state, name), getattr(fresh, name), rtol=1e-7, atol=1e-9, err_msg=name)
 
 
