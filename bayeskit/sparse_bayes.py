@@ -116,11 +116,13 @@ class Hyperparams(eqx.Module):
 
 class Data(eqx.Module):
     """The normalised problem: ``Phi`` (N, M) with unit columns (zero columns stay zero
-    and are never added), ``scale`` (M,) the original column norms, ``y`` (N,),
+    and are never added: ``alive`` marks the others), ``scale`` (M,) the original column
+    norms, ``y`` (N,),
     ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y (var(y), or mean(y^2) when y is
     constant)."""
 
     Phi: Float[Array, "n m"]
+    alive: Bool[Array, " m"]
     scale: Float[Array, " m"]
     y: Float[Array, " n"]
     Phi_y: Float[Array, " m"]
@@ -189,7 +191,7 @@ def as_data(Phi, y) -> Data:
     var = jnp.var(y)
     mean_sq = jnp.mean(y * y)
     y_var = jnp.where(var > 1e-12 * mean_sq, var, jnp.where(mean_sq > 0, mean_sq, 1.0))
-    return Data(Phi, scale, y, Phi.T @ y, y_var)
+    return Data(Phi, alive, scale, y, Phi.T @ y, y_var)
 
 
 # ------------------------------------------------------------------ per-basis updates
@@ -271,7 +273,7 @@ def refresh(state: State, data: Data, hparams: Hyperparams) -> State:
     """Sigma, mu, S, Q and L recomputed from gamma, beta and the slots."""
     Sigma, mu, logdet_Sigma = _posterior(state, data)
     B = state.G  # free slots have zero columns
-    S = state.beta * jnp.sum(data.Phi * data.Phi, axis=0) - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
+    S = state.beta * data.alive - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
     Q = state.beta * (data.Phi_y - B @ mu)
     L = _evidence(state, data, hparams, mu, logdet_Sigma)
     return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.log_evidence), state, (Sigma, mu, S, Q, L))
@@ -332,8 +334,7 @@ def candidates(state: State, data: Data, hparams: Hyperparams):
     active = state.gamma > 0
     n_active = jnp.sum(active)
     aligned = jnp.any(jnp.abs(state.G) > 1.0 - hparams.align_tol, axis=1)  # free slots have G = 0
-    alive = jnp.sum(data.Phi * data.Phi, axis=0) > 0
-    add = ~active & (gamma_new > 0) & ~aligned & alive & ~state.deleted & (n_active < state.used.shape[0])
+    add = ~active & (gamma_new > 0) & ~aligned & data.alive & ~state.deleted & (n_active < state.used.shape[0])
     reestimate = active & (gamma_new > 0)
     delete = active & (gamma_new == 0) & (n_active > 1)
     action = jnp.where(active, jnp.where(gamma_new > 0, _REESTIMATE, _DELETE), _ADD)
