@@ -90,7 +90,8 @@ class Hyperparams(eqx.Module):
         changes log gamma by less than ``min_delta_log_gamma`` (SparseBayes' 1e-3) or no
         move raises L by more than ``gain_tol`` nats (the re-estimated lambda otherwise
         lets the variances creep for hundreds of iterations), and the noise has settled.
-    refresh : recompute Sigma, mu, S, Q from scratch every ``refresh`` iterations.
+    refresh : without noise updates (FLAP), recompute Sigma, mu, S, Q and L from scratch
+        every ``refresh`` iterations (the noise updates of the other priors recompute them).
     """
 
     prior: str = eqx.field(static=True, default="rvm")
