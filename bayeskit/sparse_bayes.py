@@ -27,16 +27,17 @@ s_m = phi_m' C_-m^-1 phi_m, q_m = phi_m' C_-m^-1 y (C without basis m), maximise
 else 0 (out): the stable root of the quadratic rho s^2 gamma^2 + (s^2 + 2 rho s) gamma +
 (s - q^2 + rho) = 0, which tends to the RVM's theta / s^2 as rho -> 0.
 
-Each iteration computes S_m = phi_m' C^-1 phi_m and Q_m = phi_m' C^-1 y for every basis
+Each move computes S_m = phi_m' C^-1 phi_m and Q_m = phi_m' C^-1 y for every basis
 (s = S / (1 - gamma S), q = Q / (1 - gamma S) in the model), takes the single addition,
 re-estimation or deletion that raises L most (deletions first when any helps, as
 Tipping's SparseBayes), and updates the posterior Sigma, mu of the active weights and
-S, Q by the rank-one formulas of Tipping & Faul's appendix; all statistics are recomputed
-from scratch after each noise update and every ``refresh`` iterations so that nothing
-drifts. Noise: the RVM and FLAP-sigma use MacKay's update beta = (N - sum_A (1 -
+S, Q by the rank-one formulas of Tipping & Faul's appendix. An iteration is ``moves``
+moves (5) followed by the noise update, after which all statistics are recomputed from
+scratch so that nothing drifts (FLAP, without noise updates, recomputes them alone).
+Noise: the RVM and FLAP-sigma use MacKay's update beta = (N - sum_A (1 -
 Sigma_mm / gamma_m)) / ||y - Phi mu||^2 (kept only when it raises L); BLS maximises over
 sigma^2 with g fixed, sigma^2 = y'(y - Phi mu) / N; FLAP keeps its initial noise. lambda
-(FLAP, FLAP-sigma, BLS) is re-estimated after every step as Babacan's code does, lambda =
+(FLAP, FLAP-sigma, BLS) is re-estimated after every move as Babacan's code does, lambda =
 2 (|A| + nu - 1) / (sum_A g_m + 2 delta) with (nu, delta) the Gamma hyperprior (default
 0, 0) and g = gamma (FLAP) or gamma beta (BLS). Because lambda grows with |A|, a basis
 whose addition raises lambda can be deleted again at once and re-added forever; as in
@@ -66,6 +67,7 @@ from .core.status import FitResult
 PRIORS = ("rvm", "flap", "flap_sigma", "bls")
 KERNELS = ("rbf", "poly", "linear")
 _ADD, _REESTIMATE, _DELETE = 0, 1, 2
+GRAM_MAX = 512  # keep Phi' Phi for at most this many bases (a vmapped fit then never multiplies by Phi)
 
 
 class Hyperparams(eqx.Module):
@@ -82,16 +84,18 @@ class Hyperparams(eqx.Module):
     lam : float
         Initial (or, with ``estimate_lambda=False``, fixed) lambda.
     estimate_lambda : bool
-        Re-estimate lambda after every step (FLAP, FLAP-sigma, BLS).
+        Re-estimate lambda after every move (FLAP, FLAP-sigma, BLS).
     lambda_prior : (nu, delta) of the Gamma hyperprior on lambda; (0, 0) is Babacan's.
     align_tol : a basis with |cosine| > 1 - align_tol to an active one is not added.
     max_precision : the noise precision is at most max_precision / var(y).
-    min_delta_log_gamma, gain_tol : converged when the best move is a re-estimation that
-        changes log gamma by less than ``min_delta_log_gamma`` (SparseBayes' 1e-3) or no
-        move raises L by more than ``gain_tol`` nats (the re-estimated lambda otherwise
-        lets the variances creep for hundreds of iterations), and the noise has settled.
-    refresh : without noise updates (FLAP), recompute Sigma, mu, S, Q and L from scratch
-        every ``refresh`` iterations (the noise updates of the other priors recompute them).
+    min_delta_log_gamma, gain_tol, min_delta_log_beta : converged when the best move is
+        a re-estimation that changes log gamma by less than ``min_delta_log_gamma``
+        (SparseBayes' 1e-3) or no move raises L by more than ``gain_tol`` nats, and the
+        last noise update changed log beta by less than ``min_delta_log_beta``. Near the
+        optimum two correlated bases can trade variance, and the noise follow them, for
+        hundreds of moves worth 1e-5 nats each; the tolerances stop that creep.
+    moves : basis moves per iteration (static); each iteration ends with the noise update,
+        or with FLAP a recomputation of Sigma, mu, S, Q and L from scratch.
     """
 
     prior: str = eqx.field(static=True, default="rvm")
@@ -103,8 +107,9 @@ class Hyperparams(eqx.Module):
     align_tol: float = 1e-3
     max_precision: float = 1e6
     min_delta_log_gamma: float = 1e-3
-    gain_tol: float = 1e-5
-    refresh: int = eqx.field(static=True, default=50)
+    gain_tol: float = 1e-4
+    min_delta_log_beta: float = 1e-4
+    moves: int = eqx.field(static=True, default=5)
 
     @property
     def estimates_noise(self) -> bool:
@@ -120,7 +125,8 @@ class Data(eqx.Module):
     and are never added: ``alive`` marks the others), ``scale`` (M,) the original column
     norms, ``y`` (N,),
     ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y (var(y), or mean(y^2) when y is
-    constant)."""
+    constant), ``gram`` = Phi' Phi when M is at most ``GRAM_MAX`` (else the column an
+    addition needs is computed then)."""
 
     Phi: Float[Array, "n m"]
     alive: Bool[Array, " m"]
@@ -128,13 +134,14 @@ class Data(eqx.Module):
     y: Float[Array, " n"]
     Phi_y: Float[Array, " m"]
     y_var: Float[Array, ""]
+    gram: Float[Array, "m m"] | None = None
 
 
 class State(eqx.Module):
     """Engine state. ``gamma`` (M,) prior variances (0: out); ``slot`` (M,) the slot of
     each active basis (``max_basis`` when out); ``basis`` (max_basis,) the basis in each
     slot and ``used`` which slots hold one; ``Sigma``, ``mu`` the posterior of the slot
-    weights (zero on free slots); ``G`` (M, max_basis) Phi' phi_slot; ``S``, ``Q`` (M,);
+    weights (zero on free slots); ``G`` (max_basis, M) the rows phi_slot' Phi; ``S``, ``Q`` (M,);
     ``beta`` the noise precision; ``lam`` lambda; ``deleted`` the bases barred from
     re-entry; ``log_evidence`` L, carried by the gains of the moves and recomputed with
     the statistics; ``converged``, ``saturated`` flags."""
@@ -145,7 +152,7 @@ class State(eqx.Module):
     used: Bool[Array, " k"]
     Sigma: Float[Array, "k k"]
     mu: Float[Array, " k"]
-    G: Float[Array, "m k"]
+    G: Float[Array, "k m"]
     S: Float[Array, " m"]
     Q: Float[Array, " m"]
     beta: Float[Array, ""]
@@ -192,7 +199,8 @@ def as_data(Phi, y) -> Data:
     var = jnp.var(y)
     mean_sq = jnp.mean(y * y)
     y_var = jnp.where(var > 1e-12 * mean_sq, var, jnp.where(mean_sq > 0, mean_sq, 1.0))
-    return Data(Phi, alive, scale, y, Phi.T @ y, y_var)
+    gram = Phi.T @ Phi if Phi.shape[1] <= GRAM_MAX else None
+    return Data(Phi, alive, scale, y, Phi.T @ y, y_var, gram)
 
 
 # ------------------------------------------------------------------ per-basis updates
@@ -231,7 +239,7 @@ def _loo(state: State):
 def _precision(state: State, gamma_slot):
     """beta Phi_A' Phi_A + Gamma_A^-1 on the used slots, identity on the free ones."""
     used = state.used
-    G_AA = jnp.where(used[:, None] & used[None, :], state.G[state.basis], 0.0)
+    G_AA = jnp.where(used[:, None] & used[None, :], state.G[:, state.basis], 0.0)
     inv_gamma = jnp.where(used, 1.0 / jnp.where(used, gamma_slot, 1.0), 1.0)
     return state.beta * G_AA + jnp.diag(inv_gamma)
 
@@ -249,7 +257,7 @@ def _residual_terms(state: State, data: Data, mu):
     """(||y - Phi mu||^2, y'(y - Phi mu)) from the cached Gram columns."""
     used = state.used
     Phi_y = jnp.where(used, data.Phi_y[state.basis], 0.0)
-    G_AA = jnp.where(used[:, None] & used[None, :], state.G[state.basis], 0.0)
+    G_AA = jnp.where(used[:, None] & used[None, :], state.G[:, state.basis], 0.0)
     yy = jnp.sum(data.y * data.y)
     fit = mu @ Phi_y
     return yy - 2.0 * fit + mu @ G_AA @ mu, yy - fit
@@ -273,9 +281,9 @@ def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
 def refresh(state: State, data: Data, hparams: Hyperparams) -> State:
     """Sigma, mu, S, Q and L recomputed from gamma, beta and the slots."""
     Sigma, mu, logdet_Sigma = _posterior(state, data)
-    B = state.G  # free slots have zero columns
-    S = state.beta * data.alive - state.beta**2 * jnp.sum((B @ Sigma) * B, axis=1)
-    Q = state.beta * (data.Phi_y - B @ mu)
+    G = state.G  # free slots have zero rows
+    S = state.beta * data.alive - state.beta**2 * jnp.sum((Sigma @ G) * G, axis=0)
+    Q = state.beta * (data.Phi_y - mu @ G)
     L = _evidence(state, data, hparams, mu, logdet_Sigma)
     return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.log_evidence), state, (Sigma, mu, S, Q, L))
 
@@ -283,46 +291,49 @@ def refresh(state: State, data: Data, hparams: Hyperparams) -> State:
 # --------------------------------------------------------------------- the three moves
 
 
-def _reestimate(state: State, data: Data, m, gamma_new) -> State:
-    j = state.slot[m]
-    Sj = state.Sigma[:, j]
-    delta = 1.0 / gamma_new - 1.0 / state.gamma[m]
-    kappa = delta / (1.0 + state.Sigma[j, j] * delta)
-    c = state.beta * (state.G @ Sj)
-    mu_j = state.mu[j]
-    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma), state,
-                       (state.Sigma - kappa * jnp.outer(Sj, Sj), state.mu - kappa * mu_j * Sj,
-                        state.S + kappa * c * c, state.Q + kappa * mu_j * c, state.gamma.at[m].set(gamma_new)))
+def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
+    """Add, re-estimate or delete basis m (Tipping & Faul, appendix); nothing when not
+    ``ok``. All three are one rank-one change of the slot posterior, Sigma += a v v',
+    mu += a t v, with S -= a beta^2 (G v)^2 and Q -= a t beta G v:
 
+    - add into free slot j: v = beta Sigma Phi_A' phi_m - e_j, a = Sigma_mm =
+      1 / (1 / gamma + S_m), t = -Q_m (G gains column j = Phi' phi_m);
+    - re-estimate in slot j: v = Sigma e_j, a = -kappa = -d / (1 + Sigma_jj d) with
+      d = 1 / gamma_new - 1 / gamma_old, t = mu_j;
+    - delete from slot j: v = Sigma e_j, a = -1 / Sigma_jj, t = mu_j (then slot j is
+      cleared).
 
-def _add(state: State, data: Data, m, gamma_new) -> State:
-    j = jnp.argmin(state.used).astype(state.slot.dtype)  # the first free slot
-    g = data.Phi.T @ data.Phi[:, m]  # Phi' phi_m
-    Sigma_mm = gamma_new / (1.0 + gamma_new * state.S[m])
-    mu_m = Sigma_mm * state.Q[m]
-    comm = state.beta * state.Sigma @ state.G[m]  # beta Sigma Phi_A' phi_m (zero on free slots)
-    c = state.beta * (g - state.G @ comm)  # beta Phi' e_m
-    Sigma = (state.Sigma + Sigma_mm * jnp.outer(comm, comm)).at[j, :].set(-Sigma_mm * comm).at[:, j].set(-Sigma_mm * comm)
-    Sigma = Sigma.at[j, j].set(Sigma_mm)
-    mu = (state.mu - mu_m * comm).at[j].set(mu_m)
-    return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma, s.slot, s.basis, s.used, s.G), state,
-                       (Sigma, mu, state.S - Sigma_mm * c * c, state.Q - mu_m * c, state.gamma.at[m].set(gamma_new),
-                        state.slot.at[m].set(j), state.basis.at[j].set(m), state.used.at[j].set(True),
-                        state.G.at[:, j].set(g)))
-
-
-def _delete(state: State, data: Data, m, gamma_new) -> State:
-    del gamma_new
+    Only the small per-move pieces differ, so a vmapped fit computes the update once and
+    writes the large arrays (G, Sigma) in place."""
     k = state.used.shape[0]
-    j = state.slot[m]
-    Sj, Sjj, mu_j = state.Sigma[:, j], state.Sigma[j, j], state.mu[j]
-    c = state.beta * (state.G @ Sj)
-    Sigma = (state.Sigma - jnp.outer(Sj, Sj) / Sjj).at[j, :].set(0.0).at[:, j].set(0.0)
-    mu = (state.mu - mu_j * Sj / Sjj).at[j].set(0.0)
+    add, delete = ok & (action == _ADD), ok & (action == _DELETE)
+    j = jnp.where(action == _ADD, jnp.argmin(state.used), state.slot[m]).astype(state.slot.dtype)  # add: first free slot
+    e_j = jnp.arange(k) == j
+    e_m = jnp.arange(state.gamma.shape[0]) == m
+    if data.gram is None:  # Phi' phi_m
+        g = jax.lax.cond(add, lambda: data.Phi.T @ data.Phi[:, m], lambda: state.G[j])
+    else:
+        g = data.gram[m]
+    Sj, Sjj = state.Sigma[:, j], state.Sigma[j, j]
+    safe_new = jnp.where(gamma_new > 0, gamma_new, 1.0)
+    safe_old = jnp.where(state.gamma[m] > 0, state.gamma[m], 1.0)
+    d = 1.0 / safe_new - 1.0 / safe_old
+    v = jnp.where(add, state.beta * state.Sigma @ state.G[:, m] - e_j, Sj)
+    a = jnp.where(add, safe_new / (1.0 + safe_new * state.S[m]), jnp.where(delete, -1.0 / Sjj, -d / (1.0 + Sjj * d)))
+    a = jnp.where(ok, a, 0.0)
+    t = jnp.where(add, -state.Q[m], state.mu[j])
+    Gv = v @ state.G + v[j] * (g - state.G[j])  # with row j of G set to g
+    Sigma = state.Sigma + a * jnp.outer(v, v)
+    mu = state.mu + (a * t) * v
+    cleared = jnp.where(delete, e_j, False)  # a deletion clears its slot
     return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.gamma, s.slot, s.basis, s.used, s.G), state,
-                       (Sigma, mu, state.S + c * c / Sjj, state.Q + mu_j * c / Sjj, state.gamma.at[m].set(0.0),
-                        state.slot.at[m].set(k), state.basis.at[j].set(0), state.used.at[j].set(False),
-                        state.G.at[:, j].set(0.0)))
+                       (jnp.where(cleared[:, None] | cleared[None, :], 0.0, Sigma), jnp.where(cleared, 0.0, mu),
+                        state.S - a * state.beta**2 * Gv * Gv, state.Q - (a * t * state.beta) * Gv,
+                        jnp.where(e_m & ok, gamma_new, state.gamma),
+                        jnp.where(e_m & delete, k, jnp.where(e_m & add, j, state.slot)),
+                        jnp.where(e_j & delete, 0, jnp.where(e_j & add, m, state.basis)),
+                        jnp.where(e_j & delete, False, state.used | (e_j & add)),
+                        jnp.where((e_j & delete)[:, None], 0.0, jnp.where((e_j & add)[:, None], g, state.G))))
 
 
 def candidates(state: State, data: Data, hparams: Hyperparams):
@@ -334,7 +345,7 @@ def candidates(state: State, data: Data, hparams: Hyperparams):
     gain = basis_objective(gamma_new, s, q, rho) - basis_objective(state.gamma, s, q, rho)
     active = state.gamma > 0
     n_active = jnp.sum(active)
-    aligned = jnp.any(jnp.abs(state.G) > 1.0 - hparams.align_tol, axis=1)  # free slots have G = 0
+    aligned = jnp.any(jnp.abs(state.G) > 1.0 - hparams.align_tol, axis=0)  # free slots have G = 0
     add = ~active & (gamma_new > 0) & ~aligned & data.alive & ~state.deleted & (n_active < state.used.shape[0])
     reestimate = active & (gamma_new > 0)
     delete = active & (gamma_new == 0) & (n_active > 1)
@@ -350,11 +361,11 @@ def _basis_step(state: State, data: Data, hparams: Hyperparams):
     m = jnp.argmax(jnp.where(priority & ~delete, -jnp.inf, gain)).astype(state.basis.dtype)
     small = jnp.abs(jnp.log(jnp.where(gamma_new[m] > 0, gamma_new[m], 1.0) / jnp.where(state.gamma[m] > 0, state.gamma[m], 1.0)))
     settled = ~(gain[m] > hparams.gain_tol) | ((action[m] == _REESTIMATE) & (small < hparams.min_delta_log_gamma))
-    moved = jax.lax.switch(action[m], (_add, _reestimate, _delete), state, data, m, gamma_new[m])
-    moved = eqx.tree_at(lambda s: s.log_evidence, moved, state.log_evidence + gain[m])
-    state = jax.tree.map(lambda a, b: jnp.where(gain[m] > 0, a, b), moved, state)
+    ok = gain[m] > 0
+    state = _move(state, data, m, action[m], gamma_new[m], ok)
+    state = eqx.tree_at(lambda s: s.log_evidence, state, state.log_evidence + jnp.where(ok, gain[m], 0.0))
     if hparams.uses_lambda and hparams.estimate_lambda:
-        barred = state.deleted.at[m].set(state.deleted[m] | ((action[m] == _DELETE) & (gain[m] > 0)))
+        barred = state.deleted.at[m].set(state.deleted[m] | ((action[m] == _DELETE) & ok))
         state = eqx.tree_at(lambda s: s.deleted, state, barred)
     saturated = state.saturated | (jnp.all(state.used) & jnp.any(~(state.gamma > 0) & (gamma_new > 0)))
     return eqx.tree_at(lambda s: s.saturated, state, saturated), settled
@@ -394,23 +405,31 @@ def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
     return jax.tree.map(lambda a, b: jnp.where(new.log_evidence >= state.log_evidence, a, b), new, state)
 
 
-def update(state: State, data: Data, hparams: Hyperparams) -> State:
-    """One iteration: the best basis move, lambda, and (on the SparseBayes schedule, every
-    iteration for the first ten and every fifth after, and whenever the basis set has
-    settled) the noise, which recomputes the statistics; without noise updates (FLAP)
-    they are recomputed every ``hparams.refresh`` iterations."""
+def move(state: State, data: Data, hparams: Hyperparams):
+    """The best single basis move and, with FLAP, FLAP-sigma and BLS, the lambda that
+    follows it; returns (state, whether the basis set has settled). Sigma, mu, S, Q and
+    L are carried by the rank-one updates."""
     state, settled = _basis_step(state, data, hparams)
     if hparams.uses_lambda and hparams.estimate_lambda:
         state = _update_lambda(state, hparams)
-    it = state.iteration
+    return state, settled
+
+
+def update(state: State, data: Data, hparams: Hyperparams) -> State:
+    """One iteration: ``hparams.moves`` basis moves, then the noise update (RVM,
+    FLAP-sigma, BLS), which recomputes the statistics from scratch, or that recomputation
+    alone (FLAP). SparseBayes updates the noise after every fifth move too; doing so at
+    fixed points keeps a vmapped fit from paying for the recomputation at every move.
+    Converged when the last move settled and the noise with it."""
+    state, settled = jax.lax.fori_loop(0, hparams.moves, lambda _, c: move(c[0], data, hparams),
+                                       (state, jnp.zeros((), bool)))
     if hparams.estimates_noise:
-        noise_now = (it < 10) | (it % 5 == 0) | settled
         old_beta = state.beta
-        state = jax.lax.cond(noise_now, lambda s: _update_noise(s, data, hparams), lambda s: s, state)
-        settled = settled & (jnp.abs(jnp.log(state.beta / old_beta)) < 1e-6)
+        state = _update_noise(state, data, hparams)
+        settled = settled & (jnp.abs(jnp.log(state.beta / old_beta)) < hparams.min_delta_log_beta)
     else:
-        state = jax.lax.cond((it + 1) % hparams.refresh == 0, lambda s: refresh(s, data, hparams), lambda s: s, state)
-    return eqx.tree_at(lambda s: (s.iteration, s.converged), state, (it + 1, settled))
+        state = refresh(state, data, hparams)
+    return eqx.tree_at(lambda s: (s.iteration, s.converged), state, (state.iteration + 1, settled))
 
 
 def init(data: Data, hparams: Hyperparams) -> State:
@@ -426,7 +445,7 @@ def init(data: Data, hparams: Hyperparams) -> State:
     state = State(gamma=jnp.zeros(m, dtype).at[first].set(gamma0), slot=jnp.full(m, k, jnp.int32).at[first].set(0),
                   basis=jnp.zeros(k, jnp.int32).at[0].set(first), used=jnp.zeros(k, bool).at[0].set(True),
                   Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
-                  G=jnp.zeros((m, k), dtype).at[:, 0].set(data.Phi.T @ data.Phi[:, first]),
+                  G=jnp.zeros((k, m), dtype).at[0].set(data.Phi.T @ data.Phi[:, first]),
                   S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
                   log_evidence=jnp.zeros((), dtype),
                   iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
@@ -464,7 +483,7 @@ def check_problem(Phi, y):
             raise ValueError(f"{name} has {int(bad.sum())} non-finite values (first at {tuple(int(i) for i in np.argwhere(bad)[0])}).")
 
 
-def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 1000, progress: bool | None = None,
+def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, progress: bool | None = None,
         throw: bool = True) -> FitResult:
     """Maximise the evidence over the basis set, the variances, the noise and lambda.
 
@@ -512,4 +531,4 @@ def predict(state: State, Phi_new, scale, *, noise: bool = True):
 
 
 __all__ = ["Hyperparams", "State", "Data", "design", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
-           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates", "noise_reestimate"]
+           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates", "move", "noise_reestimate"]

@@ -36,7 +36,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         features
     relevance_vectors_ : the relevance vectors (kernels only)
     noise_std_ : estimated noise standard deviation
-    n_iter_ : engine iterations
+    n_iter_ : engine iterations (each five basis moves and a noise update)
     log_evidence_ : the log evidence after each iteration
     state_, result_ : the engine's state and FitResult
     """
@@ -44,7 +44,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
     _prior = "rvm"
 
     def __init__(self, kernel="rbf", *, gamma=None, degree=3, coef0=1.0, fit_intercept=True, max_basis=None,
-                 max_iter=1000):
+                 max_iter=200):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -151,7 +151,7 @@ class FLAPRegressor(_SparseBayesRegressor):
     Sigma_mm / gamma_m)); with ``True`` (FLAP-sigma) it is re-estimated throughout."""
 
     def __init__(self, kernel="rbf", *, estimate_noise=False, gamma=None, degree=3, coef0=1.0, fit_intercept=True,
-                 max_basis=None, max_iter=1000):
+                 max_basis=None, max_iter=200):
         super().__init__(kernel, gamma=gamma, degree=degree, coef0=coef0, fit_intercept=fit_intercept,
                          max_basis=max_basis, max_iter=max_iter)
         self.estimate_noise = estimate_noise

@@ -32,7 +32,7 @@ METHODS = {"RVM": "rvm", "FLAP": "flap", "FLAP-sigma": "flap_sigma", "BLS": "bls
 MAX_BASIS = 32  # slots for relevance vectors; sinc uses at most about 12 (a full fit is flagged)
 
 
-def batch_fitter(prior: str, max_basis: int, kernel: dict, max_iter: int = 1000):
+def batch_fitter(prior: str, max_basis: int, kernel: dict, max_iter: int = 200):
     """A jitted, vmapped fit over stacked data sets (S, n, d), (S, n) that predicts at
     shared test inputs; returns per set the test mean, the relevance mask, the noise sd,
     iterations and the saturation flag."""
