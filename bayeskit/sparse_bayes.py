@@ -247,7 +247,8 @@ def _precision(state: State, gamma_slot):
 def _posterior(state: State, data: Data):
     """(Sigma, mu, log |Sigma|) of the slot weights, recomputed from scratch."""
     used = state.used
-    Sigma, logdet_A = spd_inverse_loop(_precision(state, state.gamma[state.basis]))
+    size = jnp.max(jnp.where(used, jnp.arange(used.shape[0]) + 1, 0))  # the used slots end here
+    Sigma, logdet_A = spd_inverse_loop(_precision(state, state.gamma[state.basis]), size)
     Sigma = jnp.where(used[:, None] & used[None, :], Sigma, 0.0)
     mu = state.beta * Sigma @ jnp.where(used, data.Phi_y[state.basis], 0.0)
     return Sigma, mu, -logdet_A

@@ -226,3 +226,23 @@ def test_spd_inverse_loop_matches_numpy():
     np.testing.assert_allclose(inv, np.linalg.inv(A), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(logdet, np.linalg.slogdet(A)[1], rtol=1e-12)
     assert np.isnan(np.asarray(spd_inverse_loop(jnp.asarray(A - 20 * np.eye(12)))[0])).any()
+
+
+def test_spd_inverse_loop_stops_at_the_leading_block():
+    """With ``size`` the loops cover only the leading block; the identity past it is kept,
+    under vmap with a different size per element too."""
+    import jax
+
+    from bayeskit.core.linalg import spd_inverse_loop
+
+    rng = np.random.default_rng(1)
+    mats, sizes = [], [3, 7]
+    for size in sizes:
+        B = rng.standard_normal((size, size))
+        A = np.eye(10)
+        A[:size, :size] = B @ B.T + 0.5 * np.eye(size)
+        mats.append(A)
+    inv, logdet = jax.vmap(spd_inverse_loop)(jnp.asarray(np.stack(mats)), jnp.asarray(sizes))
+    for A, i, l in zip(mats, np.asarray(inv), np.asarray(logdet)):
+        np.testing.assert_allclose(i, np.linalg.inv(A), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(l, np.linalg.slogdet(A)[1], rtol=1e-10)

@@ -185,26 +185,29 @@ def pairwise_sqdist(Z: Float[Array, "n k"], W: Float[Array, "m k"] | None = None
     return jnp.maximum(sq_z[:, None] + sq_w[None, :] - 2 * gram, 0.0)
 
 
-def spd_inverse_loop(A: Float[Array, "k k"]) -> tuple[Float[Array, "k k"], Float[Array, ""]]:
+def spd_inverse_loop(A: Float[Array, "k k"], size=None) -> tuple[Float[Array, "k k"], Float[Array, ""]]:
     """(A^-1, log |A|) of a small SPD matrix by a Cholesky factorisation and a forward
     substitution written as ``fori_loop`` s of matrix-vector products, with no LAPACK
     call. Under ``vmap`` inside a ``while_loop``, jaxlib's CPU LAPACK calls can leave
     the computation waiting forever; sparse-Bayes fits of stacked data sets hit this.
     O(k^3) like LAPACK, but k sequential steps each way: use it for k up to a few
-    hundred. Not positive definite gives NaN."""
+    hundred. ``size`` (may be traced): A is the identity outside its leading ``size``
+    rows and columns, so the loops stop there. Not positive definite gives NaN."""
     k = A.shape[-1]
     idx = jnp.arange(k)
+    size = k if size is None else size
+    tail = jnp.diag((idx >= size).astype(A.dtype))  # the identity block past ``size``
 
     def factor(j, L):  # left-looking: column j from the columns before it
         v = A[:, j] - L @ L[j]
         d = jnp.sqrt(v[j])
         return L.at[:, j].set(jnp.where(idx > j, v / d, jnp.where(idx == j, d, 0.0)))
 
-    L = jax.lax.fori_loop(0, k, factor, jnp.zeros_like(A))
+    L = jax.lax.fori_loop(0, size, factor, jnp.zeros_like(A)) + tail
     eye = jnp.eye(k, dtype=A.dtype)
 
     def substitute(i, X):  # row i of X = L^-1
         return X.at[i].set((eye[i] - L[i] @ X) / L[i, i])
 
-    X = jax.lax.fori_loop(0, k, substitute, jnp.zeros_like(A))
+    X = jax.lax.fori_loop(0, size, substitute, jnp.zeros_like(A)) + tail
     return X.T @ X, 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
