@@ -131,3 +131,24 @@ def test_sinc_and_bump_generators():
     X, y, f, sigma = bump_datasets(200, snr=4.0, seed=2)
     assert X.shape == (200, 120, 1) and np.isclose(sigma, np.std(f) / 4.0)
     assert abs(np.std(y - f) - sigma) < 0.02 * sigma
+
+
+def test_variable_selection_designs():
+    """Simulation designs of the BLS paper: the sample correlations and noise match the
+    stated design, and the test targets are noise free."""
+    from bayeskit.datasets import grouped_datasets, tibshirani_datasets
+
+    X, y, X_test, f_test, beta = tibshirani_datasets(40, 3.0, n_train=500, seed=0)
+    assert X.shape == (40, 500, 8) and X_test.shape == (40, 100, 8) and f_test.shape == (40, 100)
+    C = np.corrcoef(X.reshape(-1, 8).T)
+    R = 0.5 ** np.abs(np.subtract.outer(np.arange(8), np.arange(8)))
+    assert np.max(np.abs(C - R)) < 0.02
+    assert abs(np.std(y - X @ beta) - 3.0) < 0.03
+    np.testing.assert_allclose(f_test, X_test @ beta)
+
+    X, y, X_test, f_test, beta = grouped_datasets(20, 3, 5, 25, n_train=400, seed=1)
+    assert X.shape == (20, 400, 40) and np.count_nonzero(beta) == 15
+    C = np.corrcoef(X.reshape(-1, 40).T)
+    # within a group the correlation is 1 / 1.01; across groups and with the noise block, 0
+    assert abs(C[0, 4] - 1 / 1.01) < 0.005 and abs(C[0, 5]) < 0.03 and abs(C[0, 20]) < 0.03
+    assert abs(np.std(y - X @ beta) - 1.0) < 0.02

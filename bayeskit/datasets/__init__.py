@@ -3,7 +3,7 @@
 from .ibp import ibp_toy_features, ibp_toy_images
 from .relational import RELATIONAL_NAMES, holdout_split, load_relational
 from .mulan import MULAN_NAMES, load_mulan, mulan_info
-from .sparse import bump_datasets, bumps, sinc, sinc_datasets
+from .sparse import bump_datasets, bumps, grouped_datasets, sinc, sinc_datasets, tibshirani_datasets
 from .sbmoe import (
     sbmoe_conditional_1d,
     sbmoe_conditional_2d,
@@ -16,6 +16,6 @@ from .sbmoe import (
 __all__ = [
     "RELATIONAL_NAMES", "holdout_split", "ibp_toy_features", "ibp_toy_images", "load_relational",
     "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
-    "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d", "bump_datasets", "bumps", "sinc",
-    "sinc_datasets",
+    "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d", "bump_datasets", "bumps", "grouped_datasets", "sinc",
+    "sinc_datasets", "tibshirani_datasets",
 ]

@@ -42,3 +42,47 @@ def bump_datasets(n_sets: int, snr: float, *, n: int = 120, seed: int = 0):
     sigma = float(np.std(f) / snr)
     y = f + sigma * rng.standard_normal((n_sets, n))
     return np.broadcast_to(t[None, :, None], (n_sets, n, 1)).copy(), y, f, sigma
+
+
+TIBSHIRANI_BETA = np.array([3.0, 1.5, 0, 0, 2, 0, 0, 0])
+
+
+def _regression_sets(rng, draw_X, beta, sigma: float, n_sets: int, n_train: int, n_test: int):
+    """Independent training and test sets y = X beta + N(0, sigma^2); the test targets are
+    the noise-free X_test beta. Returns (X (S, n, p), y (S, n), X_test (S, n_test, p),
+    f_test (S, n_test))."""
+    X, X_test = draw_X((n_sets, n_train)), draw_X((n_sets, n_test))
+    y = X @ beta + sigma * rng.standard_normal((n_sets, n_train))
+    return X, y, X_test, X_test @ beta
+
+
+def tibshirani_datasets(n_sets: int, sigma: float, *, n_train: int = 50, n_test: int = 100, rho: float = 0.5,
+                        seed: int = 0):
+    """Tibshirani's (1996) example as in Helgoy & Li, Simulation 1: beta = (3, 1.5, 0, 0, 2,
+    0, 0, 0), x ~ N(0, R) with R_ij = rho^|i - j|. Returns (X, y, X_test, f_test, beta)
+    as :func:`_regression_sets`."""
+    rng = np.random.default_rng(seed)
+    p = TIBSHIRANI_BETA.size
+    R = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))
+    chol = np.linalg.cholesky(R)
+    draw = lambda shape: rng.standard_normal((*shape, p)) @ chol.T
+    return (*_regression_sets(rng, draw, TIBSHIRANI_BETA, sigma, n_sets, n_train, n_test), TIBSHIRANI_BETA)
+
+
+def grouped_datasets(n_sets: int, n_groups: int, group_size: int, n_noise: int, *, coef: float = 3.0,
+                     sigma: float = 1.0, n_train: int = 50, n_test: int = 100, seed: int = 0):
+    """Grouped correlation designs of Helgoy & Li's Simulations 2 and 3 (after Zou & Hastie
+    2005, Example 4): for each group g a latent Z_g ~ N(0, 1) and ``group_size`` predictors
+    Z_g + N(0, 0.01), then ``n_noise`` independent N(0, 1) predictors; beta is ``coef`` on
+    the grouped predictors and 0 on the noise ones. Simulation 2 is (3 groups of 5, 25
+    noise), Simulation 3 (5 groups of 10, 10 noise). Returns (X, y, X_test, f_test, beta)."""
+    rng = np.random.default_rng(seed)
+    n_grouped = n_groups * group_size
+    beta = np.concatenate([np.full(n_grouped, coef), np.zeros(n_noise)])
+
+    def draw(shape):
+        Z = np.repeat(rng.standard_normal((*shape, n_groups)), group_size, axis=-1)
+        grouped = Z + 0.1 * rng.standard_normal((*shape, n_grouped))
+        return np.concatenate([grouped, rng.standard_normal((*shape, n_noise))], axis=-1)
+
+    return (*_regression_sets(rng, draw, beta, sigma, n_sets, n_train, n_test), beta)
