@@ -6,7 +6,7 @@ to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
 from . import (bsml_ard, bsml_semisupervised, bsml_supervised, ibp_toy, lfrm_link_prediction, sbmoe_sensitivity, sbmoe_synthetic,
-               sparse_bayes_sinc)
+               sparse_bayes_bump, sparse_bayes_selection, sparse_bayes_sinc)
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -17,6 +17,8 @@ EXPERIMENTS = {
     "ibp_toy": ibp_toy,
     "lfrm_link_prediction": lfrm_link_prediction,
     "sparse_bayes_sinc": sparse_bayes_sinc,
+    "sparse_bayes_bump": sparse_bayes_bump,
+    "sparse_bayes_selection": sparse_bayes_selection,
 }
 
 __all__ = ["EXPERIMENTS"]
