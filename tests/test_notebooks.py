@@ -122,3 +122,41 @@ def test_lfrm_notebook_runs(tmp_path, monkeypatch):
     assert set(aucs) == {"LFRM w/IRM", "IRM"} and all(0.6 < v <= 1 for v in aucs.values())
     assert "sigma_x" in text and "K+ mean" in text
     assert _n_images(nb) >= 3  # toy images, inferred features, kinship features and trace
+
+
+SPARSE_NOTEBOOK = ROOT / "notebooks" / "sparse_bayes.ipynb"
+SPARSE_SMALL = {"NUM_SAMPLES": 1000, "NUM_WARMUP": 300, "BUMP_GAMMAS": (5000, 10000), "N_BUMPS": 100, "N_SETS": 4}
+
+
+def test_sparse_bayes_notebook_stored_clean():
+    nb = nbformat.read(SPARSE_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    source = _parameters_cell(nb).source
+    assert re.search(r"^NUM_SAMPLES = 15000\b", source, flags=re.M) and re.search(r"^NUM_WARMUP = 3000\b", source, flags=re.M)
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+def test_sparse_bayes_notebook_runs(tmp_path, monkeypatch):
+    nb = _run(SPARSE_NOTEBOOK, SPARSE_SMALL, tmp_path, monkeypatch)
+    text = _text_outputs(nb)
+    methods = ("RVM", "FLAP", "FLAP-sigma", "BLS")
+    # sinc at noise sd 0.1: RMSE against the true function, relevance vectors, noise sd
+    sinc = {m: (float(r), int(k), float(s)) for m, r, k, s in
+            re.findall(r"^0\.1\s+(RVM|FLAP|FLAP-sigma|BLS)\s+(\S+)\s+(\d+)\s+(\S+)$", text, flags=re.M)}
+    assert set(sinc) == set(methods)
+    assert all(r < 0.1 and 1 <= k <= 20 and 0.05 < s < 0.2 for r, k, s in sinc.values()), sinc
+    # bumps at SNR 10 with the chosen width: the RVM resolves them
+    assert "gamma = 10000" in text
+    bumps = {m: float(r) for m, r in re.findall(r"^10\s+(RVM|FLAP|FLAP-sigma|BLS)\s+(\S+)\s+\d+", text, flags=re.M)}
+    assert set(bumps) == set(methods) and bumps["RVM"] < 0.1, bumps
+    # diabetes: BLS, Bayesian Lasso median and interval, LassoCV for every predictor; bmi is selected by all
+    rows = dict(re.findall(r"^(age|sex|bmi|bp|s[1-6])\s+(.+)$", text, flags=re.M))
+    assert len(rows) == 10
+    bls, median, lo, hi, lasso = (float(v) for v in re.findall(r"-?\d+\.\d+", rows["bmi"]))
+    assert bls > 10 and lasso > 10 and 0 < lo < median < hi
+    # the vmapped functional fit: relevance vectors per data set
+    counts = [int(v) for v in re.search(r"^relevance vectors per set: \[([\d\s]+)\]", text, flags=re.M).group(1).split()]
+    assert len(counts) == SPARSE_SMALL["N_SETS"] and all(1 <= c <= 32 for c in counts)
+    assert _n_images(nb) >= 4  # sinc fits, the gamma sweep, bump fits, diabetes coefficients
