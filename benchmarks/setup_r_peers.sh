@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the R peers of benchmarks/bench_sparse_bayes.py: R itself, kernlab (rvm) and
+# glmnet (cv.glmnet), from Debian's packages. Benchmark-only: neither the package nor its
+# tests need R. Run as root (or prefix with sudo) on Debian or Ubuntu:
+#
+#     bash benchmarks/setup_r_peers.sh
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+fi
+
+$SUDO apt-get update
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+    r-base-core r-cran-kernlab r-cran-glmnet
+
+Rscript --version
+Rscript -e 'suppressPackageStartupMessages({library(kernlab); library(glmnet)});
+            cat("kernlab", format(packageVersion("kernlab")), "glmnet", format(packageVersion("glmnet")), "\n")'
