@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the R peers of benchmarks/bench_sparse_bayes.py: R itself, kernlab (rvm) and
-# glmnet (cv.glmnet), from Debian's packages. Benchmark-only: neither the package nor its
+# glmnet (cv.glmnet), from Debian's packages, with OpenBLAS as R's BLAS (kernlab's rvm is
+# mostly dense linear algebra; on the reference BLAS it is about ten times slower). Benchmark-only: neither the package nor its
 # tests need R. Run as root (or prefix with sudo) on Debian or Ubuntu:
 #
 #     bash benchmarks/setup_r_peers.sh
@@ -13,7 +14,7 @@ fi
 
 $SUDO apt-get update
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-    r-base-core r-cran-kernlab r-cran-glmnet
+    r-base-core r-cran-kernlab r-cran-glmnet libopenblas0-pthread
 
 Rscript --version
 Rscript -e 'suppressPackageStartupMessages({library(kernlab); library(glmnet)});

@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..datasets import bump_datasets
-from .common import print_table, save_figure, write_json
-from .sparse_bayes_sinc import METHODS, batch_fitter, fastrvm_batch, run_batch, summarise, summarise_peer, table_row
+from .common import print_table, write_json
+from .sparse_bayes_sinc import (METHODS, batch_fitter, fastrvm_batch, fits_figure, run_batch, summarise, summarise_peer,
+                                table_row)
 
 NAME = "sparse_bayes_bump"
 SNR = (1, 2, 3, 4, 5, 10)
@@ -25,22 +26,6 @@ QUICK_SNR = (1, 10)
 FIGURE_SNR = (1, 3, 10)
 GAMMA = 1e4
 N = 120
-
-
-def _figure(fits_by_snr: dict, out_dir):
-    import matplotlib.pyplot as plt
-
-    n_rows, n_cols = len(fits_by_snr), len(METHODS)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=(3.6 * n_cols, 2.6 * n_rows), sharex=True, squeeze=False)
-    for row, (snr, (t, y, f, fits)) in zip(axes, fits_by_snr.items()):
-        for ax, (name, out) in zip(row, fits.items()):
-            on = out["relevant"][0, :N]
-            ax.plot(t, y[0], ".", color="0.6", ms=3)
-            ax.plot(t, f, "C0", lw=1)
-            ax.plot(t, out["mean"][0], "C2", lw=1)
-            ax.plot(t[on], y[0, on], "o", mfc="none", color="C3", ms=4)
-            ax.set_title(f"{name}, SNR {snr}: {on.sum()} RVs", fontsize=9)
-    return save_figure(fig, out_dir, f"{NAME}.png", "Bumps: truth (blue), fit (green), relevance vectors (red), data set 0")
 
 
 def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
@@ -63,8 +48,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
             results[f"{snr} fastrvm"] = summarise_peer(peer, f)
             rows.append(table_row(f"{snr} ({sigma:.3f})", "fastrvm (peer)", results[f"{snr} fastrvm"]))
         if snr in FIGURE_SNR or quick:
-            figure[snr] = (X[0, :, 0], y, f, fits)
-    _figure(figure, out_dir)
+            figure[f"SNR {snr}"] = (X[0, :, 0], y, X[0, :, 0], f, fits)
+    fits_figure(figure, N, out_dir, NAME, "Bumps (Figure 2): truth (blue), fit (green), relevance vectors (red), data set 0")
     print_table(f"\nBumps (Table 2): {n_sets} data sets per SNR, N = {N}; mean (sd) RMSE, relevance vectors, estimated "
                 "noise sd, amortised ms per fit (vmapped, after compilation)",
                 ["SNR (sigma)", "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
