@@ -36,7 +36,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         features
     relevance_vectors_ : the relevance vectors (kernels only)
     noise_std_ : estimated noise standard deviation
-    n_iter_ : engine iterations (each five basis moves and a noise update)
+    n_iter_ : engine iterations (each ten basis moves and a noise update)
     log_evidence_ : the log evidence after each iteration
     state_, result_ : the engine's state and FitResult
     """

@@ -40,7 +40,7 @@ NAME = "sparse_bayes_selection"
 SIGMAS = (1.0, 3.0, 5.0)
 GROUPED = {"P = 40": (3, 5, 25), "P = 60": (5, 10, 10)}
 METHODS = ("BLS", "Bayesian Lasso", "Lasso")
-MAX_ITER = 1000  # BLS on P = 60 needs up to about 700 iterations (of five moves)
+MAX_ITER = 1000  # BLS on P = 60 needs up to about 3500 moves
 
 
 def _centre(X, y, X_test):
