@@ -16,9 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..datasets import bump_datasets
-from .common import print_table, write_json
-from .sparse_bayes_sinc import (METHODS, batch_fitter, fastrvm_batch, fits_figure, run_batch, summarise, summarise_peer,
-                                table_row)
+from .sparse_bayes_sinc import (METHODS, batch_fitter, fastrvm_batch, fits_figure, report, run_batch, summarise,
+                                summarise_peer, table_row)
 
 NAME = "sparse_bayes_bump"
 SNR = (1, 2, 3, 4, 5, 10)
@@ -50,11 +49,5 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         if snr in FIGURE_SNR or quick:
             figure[f"SNR {snr}"] = (X[0, :, 0], y, X[0, :, 0], f, fits)
     fits_figure(figure, N, out_dir, NAME, "Bumps (Figure 2): truth (blue), fit (green), relevance vectors (red), data set 0")
-    print_table(f"\nBumps (Table 2): {n_sets} data sets per SNR, N = {N}; mean (sd) RMSE, relevance vectors, estimated "
-                "noise sd, amortised ms per fit (vmapped, after compilation)",
-                ["SNR (sigma)", "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
-    if not any("fastrvm" in k for k in results):
-        print("fastrvm is not installed (pip install fastrvm): no peer column.")
-    payload = {"experiment": NAME, "quick": quick, "seed": seed, "n_sets": n_sets, "kernel": kernel, "results": results}
-    write_json(out_dir, NAME, payload)
-    return payload
+    return report(out_dir, NAME, f"Bumps (Table 2): {n_sets} data sets per SNR, N = {N}", "SNR (sigma)", rows,
+                  {"quick": quick, "seed": seed, "n_sets": n_sets, "kernel": kernel, "results": results})

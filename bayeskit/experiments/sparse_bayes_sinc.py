@@ -145,11 +145,16 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
             figure[f"sd {sd}"] = (X[0, :, 0], y, X_test[:, 0], f_test, fits)
     fits_figure(figure, X.shape[1], out_dir, NAME, "Sinc (Figure 1): truth (blue), fit (green), relevance vectors (red), "
                 "data set 0")
-    print_table(f"\nSinc (Table 1): {n_sets} data sets per noise level, N = 100; mean (sd) RMSE, relevance vectors, "
-                "estimated noise sd, amortised ms per fit (vmapped, after compilation)",
-                ["noise sd", "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
-    if not any("fastrvm" in k for k in results):
+    return report(out_dir, NAME, f"Sinc (Table 1): {n_sets} data sets per noise level, N = 100", "noise sd", rows,
+                  {"quick": quick, "seed": seed, "n_sets": n_sets, "kernel": kernel, "results": results})
+
+
+def report(out_dir, name: str, title: str, level: str, rows: list, payload: dict) -> dict:
+    """Print the table of :func:`table_row` rows and write the JSON."""
+    print_table(f"\n{title}; mean (sd) RMSE, relevance vectors, estimated noise sd, amortised ms per fit (vmapped, after "
+                "compilation)", [level, "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
+    if not any("fastrvm" in k for k in payload["results"]):
         print("fastrvm is not installed (pip install fastrvm): no peer column.")
-    payload = {"experiment": NAME, "quick": quick, "seed": seed, "n_sets": n_sets, "kernel": kernel, "results": results}
-    write_json(out_dir, NAME, payload)
+    payload = {"experiment": name, **payload}
+    write_json(out_dir, name, payload)
     return payload
