@@ -304,8 +304,8 @@ def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
     - delete from slot j: v = Sigma e_j, a = -1 / Sigma_jj, t = mu_j (then slot j is
       cleared).
 
-    Only the small per-move pieces differ, so a vmapped fit computes the update once and
-    writes the large arrays (G, Sigma) in place."""
+    Only the small per-move pieces differ, so the update has no branch: a vmapped fit
+    computes it once instead of every branch of a ``switch``."""
     k = state.used.shape[0]
     add, delete = ok & (action == _ADD), ok & (action == _DELETE)
     j = jnp.where(action == _ADD, jnp.argmin(state.used), state.slot[m]).astype(state.slot.dtype)  # add: first free slot
