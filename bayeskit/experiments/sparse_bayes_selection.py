@@ -185,16 +185,22 @@ def diabetes_coefficients(key, *, num_warmup, num_samples) -> tuple[dict, list]:
     return result, rows
 
 
-def diabetes_splits(key, n_splits, seed, **mcmc) -> tuple[dict, list]:
-    """Table 7: random 70/30 splits (predictors standardised on the training part)."""
+def diabetes_split_data(n_splits: int, seed: int, train_fraction: float = 0.7):
+    """Random train/test splits of diabetes, the predictors standardised on each training
+    part: stacked (X (K, n, p), y (K, n), X_test (K, n_test, p), y_test (K, n_test))."""
     X_all, y_all, _ = load_diabetes_standardised()
     rng = np.random.default_rng(seed)
-    n_train = int(round(0.7 * len(y_all)))
+    n_train = int(round(train_fraction * len(y_all)))
     perms = np.stack([rng.permutation(len(y_all)) for _ in range(n_splits)])
     X, y = X_all[perms[:, :n_train]], y_all[perms[:, :n_train]]
     X_test, y_test = X_all[perms[:, n_train:]], y_all[perms[:, n_train:]]
     mean, sd = X.mean(1, keepdims=True), X.std(1, keepdims=True)
-    X, X_test = (X - mean) / sd, (X_test - mean) / sd
+    return (X - mean) / sd, y, (X_test - mean) / sd, y_test
+
+
+def diabetes_splits(key, n_splits, seed, **mcmc) -> tuple[dict, list]:
+    """Table 7: random 70/30 splits (:func:`diabetes_split_data`)."""
+    X, y, X_test, y_test = diabetes_split_data(n_splits, seed)
     results, rows = {}, []
     for name, (coef, pred, seconds) in run_methods(key, X, y, X_test, **mcmc).items():
         r = _scores(coef, pred, y_test)
