@@ -17,6 +17,15 @@ and the Gibbs conditionals (paper, Section 2 and 3.1) are, with A = X'X + D_tau^
     sigma^2 | .   ~ InvGamma((n - 1 + p) / 2, ||y - X beta||^2 / 2 + beta' D_tau^-1 beta / 2)
     1/tau_j^2 | . ~ InverseGaussian(mean sqrt(lambda^2 sigma^2 / beta_j^2), shape lambda^2)
     lambda^2 | .  ~ Gamma(p + r, sum_j tau_j^2 / 2 + delta).
+
+Numerics. When p >= n, X'X is singular and the posterior has a heavy tail towards
+sigma^2 -> 0 with tau^2 -> infinity (the data interpolated; lambda^2's Gamma(0.1, 0.1)
+prior barely resists): chains reach sigma^2 ~ 1e-12 and 1/tau^2 ~ 1e-15 within 15,000
+scans, where cond(A) passes 1 / eps and a Cholesky of A breaks down. The beta draw
+therefore never forms A: with X = U S V' (thin SVD, once) the draw solves the ridge least
+squares problem [S V'; D_tau^-1/2] beta ~ [U'y; 0] by a QR factorisation, whose R has
+R'R = A but only the square root of A's condition number. The inverse Gaussian draw is
+written without cancellation or overflow (``inverse_gaussian``).
 """
 
 from __future__ import annotations
@@ -37,12 +46,13 @@ class Hyperparams(eqx.Module):
 
 
 class Data(eqx.Module):
-    """Centred design and response: ``X`` (n, p), ``y`` (n,), and X'X, X'y."""
+    """Centred design and response: ``X`` (n, p), ``y`` (n,), and the reduced least-squares
+    problem ``SVt`` = S V' (k, p), ``Uty`` = U'y (k,), k = min(n, p), from X = U S V'."""
 
     X: Float[Array, "n p"]
     y: Float[Array, " n"]
-    XtX: Float[Array, "p p"]
-    Xty: Float[Array, " p"]
+    SVt: Float[Array, "k p"]
+    Uty: Float[Array, " k"]
 
 
 class State(eqx.Module):
@@ -61,34 +71,50 @@ def as_data(X, y) -> Data:
     X = jnp.asarray(X)
     y = jnp.asarray(y, X.dtype)
     Xc, yc = X - X.mean(0), y - y.mean()
-    return Data(Xc, yc, Xc.T @ Xc, Xc.T @ yc)
+    U, s, Vt = jnp.linalg.svd(Xc, full_matrices=False)
+    return Data(Xc, yc, s[:, None] * Vt, U.T @ yc)
 
 
 def inverse_gaussian(key, mean, shape):
-    """Draws from the inverse Gaussian IG(mean, shape) by Michael, Schucany & Haas (1976)."""
+    """Draws from the inverse Gaussian IG(mean, shape) by Michael, Schucany & Haas (1976).
+
+    Their smaller root x = mean + mean (w - sqrt(w (4 shape + w))) / (2 shape), w = mean nu^2,
+    cancels (and w overflows) when w >> shape; the same root is written as
+    x = mean * 4 phi / (|nu| + sqrt(nu^2 + 4 phi))^2 with phi = shape / mean, and the
+    larger root mean^2 / x as mean / (x / mean): positive and finite for any positive
+    mean and shape."""
     k_n, k_u = jax.random.split(key)
-    nu = jax.random.normal(k_n, jnp.shape(mean), jnp.result_type(mean))
-    w = mean * nu**2
-    x = mean + mean * (w - jnp.sqrt(w * (4.0 * shape + w))) / (2.0 * shape)
-    u = jax.random.uniform(k_u, jnp.shape(mean), jnp.result_type(mean))
-    return jnp.where(u <= mean / (mean + x), x, mean**2 / x)
+    dtype = jnp.result_type(mean, shape)
+    nu = jnp.abs(jax.random.normal(k_n, jnp.shape(mean), dtype))
+    phi = shape / mean
+    ratio = 4.0 * phi / (nu + jnp.sqrt(nu**2 + 4.0 * phi)) ** 2  # x / mean, in (0, 1]
+    u = jax.random.uniform(k_u, jnp.shape(mean), dtype)
+    return jnp.where(u <= 1.0 / (1.0 + ratio), mean * ratio, mean / ratio)
+
+
+def draw_beta(key, data: Data, inv_tau2, sigma2):
+    """beta ~ N(A^-1 X'y, sigma^2 A^-1), A = X'X + D_tau^-1, without forming A: the QR
+    factorisation of [S V', U'y; D_tau^-1/2, 0] gives [R, c; 0, d] with R'R = A and
+    R^-1 c = A^-1 X'y, so beta = R^-1 (c + sigma z), z ~ N(0, I)."""
+    p = inv_tau2.shape[0]
+    top = jnp.concatenate([data.SVt, data.Uty[:, None]], axis=1)
+    bottom = jnp.concatenate([jnp.diag(jnp.sqrt(inv_tau2)), jnp.zeros((p, 1), inv_tau2.dtype)], axis=1)
+    R = jnp.linalg.qr(jnp.concatenate([top, bottom]), mode="r")
+    z = jax.random.normal(key, (p,), inv_tau2.dtype)
+    return jax.scipy.linalg.solve_triangular(R[:p, :p], R[:p, p] + jnp.sqrt(sigma2) * z, lower=False)
 
 
 def gibbs_step(state: State, data: Data, hparams: Hyperparams) -> State:
     """One scan of the four conditionals (module docstring)."""
     n, p = data.X.shape
     key, k_beta, k_sigma, k_tau, k_lambda = jax.random.split(state.key, 5)
-    A = data.XtX + jnp.diag(state.inv_tau2)
-    L = jnp.linalg.cholesky(A)
-    mean = jax.scipy.linalg.cho_solve((L, True), data.Xty)
-    z = jax.random.normal(k_beta, (p,), data.X.dtype)
-    beta = mean + jnp.sqrt(state.sigma2) * jax.scipy.linalg.solve_triangular(L.T, z, lower=False)
+    beta = draw_beta(k_beta, data, state.inv_tau2, state.sigma2)
     resid = data.y - data.X @ beta
     rate = 0.5 * (resid @ resid + beta @ (state.inv_tau2 * beta))
     sigma2 = rate / jax.random.gamma(k_sigma, 0.5 * (n - 1 + p), dtype=data.X.dtype)
     tiny = jnp.finfo(data.X.dtype).tiny
     ig_mean = jnp.sqrt(state.lambda2 * sigma2 / jnp.maximum(beta**2, tiny))
-    inv_tau2 = inverse_gaussian(k_tau, ig_mean, state.lambda2)
+    inv_tau2 = jnp.maximum(inverse_gaussian(k_tau, ig_mean, state.lambda2), tiny)
     r, delta = hparams.lambda_prior
     lambda2 = jax.random.gamma(k_lambda, p + r, dtype=data.X.dtype) / (0.5 * jnp.sum(1.0 / inv_tau2) + delta)
     return State(beta, sigma2, inv_tau2, lambda2, key)
@@ -98,7 +124,8 @@ def init(key, data: Data, hparams: Hyperparams) -> State:
     """Start at the ridge-like least-squares fit, sigma^2 from its residuals, tau^2 = 1 and
     lambda^2 at p sqrt(sigma^2) / sum |beta| (the paper's suggestion, squared)."""
     n, p = data.X.shape
-    beta = jnp.linalg.solve(data.XtX + 1e-6 * jnp.trace(data.XtX) / p * jnp.eye(p, dtype=data.X.dtype), data.Xty)
+    XtX = data.SVt.T @ data.SVt
+    beta = jnp.linalg.solve(XtX + 1e-6 * jnp.trace(XtX) / p * jnp.eye(p, dtype=data.X.dtype), data.SVt.T @ data.Uty)
     resid = data.y - data.X @ beta
     sigma2 = jnp.maximum(resid @ resid / max(n - p - 1, 1), 1e-12 * (data.y @ data.y) / n + jnp.finfo(data.X.dtype).tiny)
     lambda2 = (p * jnp.sqrt(sigma2) / jnp.maximum(jnp.sum(jnp.abs(beta)), jnp.finfo(data.X.dtype).tiny)) ** 2
@@ -171,5 +198,5 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     return {"beta": s["beta"], "sigma2": s["sigma2"], "tau2": s["tau2"], "lambda2": s["lambda2"]}
 
 
-__all__ = ["Hyperparams", "Data", "State", "as_data", "inverse_gaussian", "gibbs_step", "init", "model", "sample_posterior",
+__all__ = ["Hyperparams", "Data", "State", "as_data", "inverse_gaussian", "draw_beta", "gibbs_step", "init", "model", "sample_posterior",
            "BayesianLassoGibbs"]

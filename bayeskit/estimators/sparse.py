@@ -212,6 +212,10 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
         self.samples_ = {k: np.asarray(v) for k, v in bayesian_lasso.sample_posterior(
             _key(self.random_state), X, y.astype(X.dtype), hp, method=self.method, num_warmup=self.num_warmup,
             num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress).items()}
+        nonfinite = [name for name, draws in self.samples_.items() if not np.all(np.isfinite(draws))]
+        if nonfinite:
+            raise RuntimeError(f"BayesianLassoRegressor failed: non-finite draws of {', '.join(nonfinite)}; "
+                               "rescale X and y, or fit in float64 (jax_enable_x64).")
         beta = self.samples_["beta"].reshape(-1, X.shape[1])
         self.coef_ = np.median(beta, axis=0)
         self.coef_interval_ = np.quantile(beta, [self.alpha / 2, 1 - self.alpha / 2], axis=0).T
