@@ -3,13 +3,14 @@
 ``__init__`` stores hyperparameters only; ``fit`` validates on the host, runs the
 jitted core (restarts as one ``vmap``), and sets trailing-underscore attributes.
 One module per family: multilabel classifiers, conditional density regression and
-relational link prediction, sparse Bayesian regression.
+relational link prediction, sparse Bayesian regression, covariance and components.
 """
 
+from .components import GraphicalLasso
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
 from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "FLAPRegressor", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
+__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
            "ProbitClassifier", "RVMRegressor", "SBMoERegressor"]
