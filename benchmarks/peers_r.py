@@ -1,4 +1,4 @@
-"""R peers of the sparse-Bayes benchmark: kernlab's ``rvm`` and glmnet's ``cv.glmnet``, run
+"""R peers of the benchmarks: kernlab's ``rvm``, glmnet's ``cv.glmnet`` and glasso's ``glasso``, run
 through ``Rscript`` in a subprocess.
 
 Benchmark-only: R is not a dependency of the package or of its tests. Install it with
@@ -38,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["rscript", "r_missing", "r_available", "kernlab_rvm_batch", "glmnet_cv_batch", "glmnet_cv"]
+__all__ = ["rscript", "r_missing", "r_available", "kernlab_rvm_batch", "glmnet_cv_batch", "glmnet_cv", "glasso_fits"]
 
 
 def rscript() -> str | None:
@@ -274,3 +274,38 @@ def glmnet_cv(X_train, y_train, X_test, nfolds: int = 10, *, seed: int = 0, time
         out[key] = out[key][0].item()
     out["mean"] = out["mean"][0]
     return out
+
+
+# ----------------------------------------------------------------------------- glasso
+
+_GLASSO = r"""
+p <- as.integer(args[2]); rho <- as.numeric(args[3]); pen_diag <- as.logical(args[4])
+thrs <- as.numeric(strsplit(args[5], ",")[[1]])
+suppressPackageStartupMessages(library(glasso))
+S <- matrix(rd("S.bin", p * p), p, p)
+secs <- rep(NaN, length(thrs))
+for (k in seq_along(thrs)) {
+  t0 <- now()
+  fit <- glasso(S, rho, thr = thrs[k], maxit = 10000, penalize.diagonal = pen_diag)
+  secs[k] <- now() - t0
+  wr(fit$wi, paste0("wi", k, ".bin")); wr(fit$w, paste0("w", k, ".bin"))
+}
+wr(secs, "seconds.bin")
+versions("glasso")
+"""
+
+
+def glasso_fits(S, rho: float, thresholds, *, penalize_diagonal: bool = False, timeout: float = 3600.0) -> dict:
+    """R glasso's ``glasso(S, rho, thr, penalize.diagonal)`` at each convergence threshold
+    in ``thresholds`` (one Rscript call): {"precision": [(p, p)], "covariance": [...],
+    "seconds": [...] (inside R, the fit call only), "versions": {...}}."""
+    S = np.asarray(S, dtype=np.float64)
+    p = S.shape[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        _write(d / "S.bin", S.T)  # R is column-major
+        _run(_GLASSO, d, [p, rho, "TRUE" if penalize_diagonal else "FALSE", ",".join(map(repr, thresholds))], timeout)
+        k = len(thresholds)
+        return {"precision": [_read(d / f"wi{i + 1}.bin", (p, p)).T for i in range(k)],
+                "covariance": [_read(d / f"w{i + 1}.bin", (p, p)).T for i in range(k)],
+                "seconds": _read(d / "seconds.bin", (k,)).tolist(), "versions": _versions(d / "versions.txt")}

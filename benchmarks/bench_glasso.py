@@ -1,0 +1,169 @@
+"""Graphical lasso: bayeskit.glasso against scikit-learn's ``graphical_lasso`` and, when R is
+present, R glasso (``bash benchmarks/setup_r_peers.sh``), in one run.
+
+Problems: a sparse, well-conditioned precision with about two random edges per variable
+(weights +-[0.2, 0.4], made diagonally dominant, unit diagonal), n = 2p draws, the
+empirical covariance S; alpha = 0.1, the diagonal unpenalised (penalize.diagonal = FALSE
+in R). Every solver is judged by the same KKT residual (``bayeskit.glasso.kkt_residual``,
+the largest violation of the optimality conditions): ours runs to residual <= 1e-4; each
+peer runs at a decreasing sequence of its own tolerances and is timed at the first one
+that reaches 1e-4 (the row says which). Times after compilation; compile time apart.
+
+Path: 20 penalties from 0.5 down to 0.05, as one warm-started ``glasso.path`` call and as
+one ``vmap`` over the penalties, against one fit at alpha = 0.1.
+
+    python benchmarks/bench_glasso.py                    # p = 100, 500, 1000 and the path
+    python benchmarks/bench_glasso.py --sizes 100 --no-path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from bayeskit import glasso  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+import peers_r  # noqa: E402
+
+TARGET = 1e-4
+ALPHA = 0.1
+
+
+def problem(p: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    theta = np.zeros((p, p))
+    i, j = rng.integers(0, p, 2 * p), rng.integers(0, p, 2 * p)
+    keep = i != j
+    theta[i[keep], j[keep]] = rng.uniform(0.2, 0.4, keep.sum()) * rng.choice([-1, 1], keep.sum())
+    theta = np.triu(theta, 1)
+    theta = theta + theta.T
+    theta += np.diag(np.abs(theta).sum(1) + 0.5)
+    d = np.sqrt(np.diag(theta))
+    theta = theta / d[:, None] / d[None]
+    X = rng.multivariate_normal(np.zeros(p), np.linalg.inv(theta), size=2 * p)
+    return np.cov(X.T, bias=True)
+
+
+def kkt(precision, covariance, S) -> float:
+    return float(glasso.kkt_residual(precision, covariance, S, glasso.Hyperparams(ALPHA)))
+
+
+def timed(f, *args):
+    t = time.perf_counter()
+    out = jax.block_until_ready(f(*args))
+    return out, time.perf_counter() - t
+
+
+def ours(S) -> dict:
+    f = jax.jit(lambda S: glasso.fit(S, glasso.Hyperparams(ALPHA), tol=TARGET, throw=False))
+    _, first = timed(f, S)
+    r, seconds = timed(f, S)
+    return {"seconds": seconds, "compile_seconds": first - seconds, "kkt": float(r.state.kkt), "n_iter": int(r.n_iter),
+            "nnz": int(np.count_nonzero(np.asarray(r.state.precision))), "precision": np.asarray(r.state.precision)}
+
+
+def first_reaching(runs) -> dict:
+    """The first (tolerance, seconds, precision, covariance) whose KKT residual <= TARGET."""
+    for run in runs:
+        if run["kkt"] <= TARGET:
+            return run
+    return {**runs[-1], "note": f"no tolerance reached KKT {TARGET:g}"}
+
+
+def sklearn_peer(S) -> dict:
+    from sklearn.covariance import graphical_lasso
+
+    runs = []
+    for tol in (1e-4, 1e-5, 1e-6, 1e-7, 1e-8):
+        t = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cov, prec = graphical_lasso(S, ALPHA, tol=tol, enet_tol=tol, max_iter=1000)
+        runs.append({"tolerance": tol, "seconds": time.perf_counter() - t, "kkt": kkt(prec, cov, S), "precision": prec})
+        if runs[-1]["kkt"] <= TARGET:
+            break
+    return first_reaching(runs)
+
+
+def r_peer(S) -> dict:
+    thresholds = (1e-4, 1e-5, 1e-6, 1e-7, 1e-8)
+    out = peers_r.glasso_fits(S, ALPHA, thresholds)
+    runs = [{"tolerance": thr, "seconds": sec, "kkt": kkt(prec, cov, S), "precision": prec}
+            for thr, sec, prec, cov in zip(thresholds, out["seconds"], out["precision"], out["covariance"])]
+    return {**first_reaching(runs), "versions": out["versions"]}
+
+
+def compare(p: int) -> dict:
+    S = problem(p)
+    row = {"p": p, "n": 2 * p, "alpha": ALPHA, "bayeskit": ours(S), "scikit-learn": sklearn_peer(S)}
+    missing = peers_r.r_missing("glasso")
+    row["R glasso"] = {"skipped": missing} if missing else r_peer(S)
+    ref = row["bayeskit"]["precision"]
+    for name in ("scikit-learn", "R glasso"):
+        peer = row[name]
+        if "precision" in peer:
+            peer["max_abs_diff_precision"] = float(np.abs(peer["precision"] - ref).max())
+            peer["ratio"] = peer["seconds"] / row["bayeskit"]["seconds"]
+    for part in row.values():
+        if isinstance(part, dict):
+            part.pop("precision", None)
+    return row
+
+
+def path_part(p: int) -> dict:
+    S = problem(p)
+    alphas = np.geomspace(0.5, 0.05, 20)
+    one = jax.jit(lambda S: glasso.fit(S, glasso.Hyperparams(ALPHA), tol=TARGET, throw=False))
+    warm = jax.jit(lambda S: glasso.path(S, alphas, tol=TARGET))
+    batched = jax.jit(lambda S: jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), tol=TARGET, throw=False))(alphas))
+    out = {"p": p, "n_alphas": len(alphas)}
+    for name, f in (("one fit", one), ("path, warm-started", warm), ("vmap over alphas", batched)):
+        timed(f, S)
+        r, seconds = timed(f, S)
+        out[name] = {"seconds": seconds, "n_iter": np.asarray(r.n_iter).tolist(), "max_kkt": float(np.max(r.state.kkt))}
+    for name in ("path, warm-started", "vmap over alphas"):
+        out[name]["ratio_to_one_fit"] = out[name]["seconds"] / out["one fit"]["seconds"]
+    return out
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--path-size", type=int, default=100)
+    parser.add_argument("--no-path", action="store_true")
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "glasso.json"))
+    args = parser.parse_args(argv)
+    results = {"machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
+               "kkt_target": TARGET, "sizes": []}
+    print(f"{'p':>5} {'ours s':>8} {'iters':>5} {'sklearn s':>10} {'ratio':>6} {'R s':>8} {'ratio':>6}")
+    for p in args.sizes:
+        row = compare(p)
+        results["sizes"].append(row)
+        sk, r = row["scikit-learn"], row["R glasso"]
+        r_cols = f"{r['seconds']:8.3f} {r['ratio']:6.1f}" if "seconds" in r else f"  skipped: {r['skipped']}"
+        print(f"{p:5d} {row['bayeskit']['seconds']:8.3f} {row['bayeskit']['n_iter']:5d} {sk['seconds']:10.3f} "
+              f"{sk['ratio']:6.1f} {r_cols}")
+    if not args.no_path:
+        results["path"] = path_part(args.path_size)
+        for name in ("path, warm-started", "vmap over alphas"):
+            part = results["path"][name]
+            print(f"{name} (20 alphas, p = {args.path_size}): {part['seconds']:.3f} s, "
+                  f"{part['ratio_to_one_fit']:.1f}x one fit")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2, default=float))
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
