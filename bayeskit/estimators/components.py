@@ -55,11 +55,10 @@ class GraphicalLasso(BaseEstimator):
         return self._fit(S, np.zeros(S.shape[0], S.dtype))
 
     def _fit(self, S, location):
-        glasso.check_alpha(self.alpha)
         validation.check_positive(tol=self.tol)
         validation.check_int_in("max_iter", self.max_iter, 1)
-        glasso.check_covariance(S)
         hp = glasso.Hyperparams(float(self.alpha), bool(self.penalize_diagonal))
+        # glasso.fit checks S and alpha on the host before compiling
         result = glasso.fit(jnp.asarray(S), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         if bool(is_failure(result.status)):
             raise RuntimeError(f"GraphicalLasso failed: {Status[result.status]}")
