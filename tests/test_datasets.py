@@ -152,3 +152,24 @@ def test_variable_selection_designs():
     # within a group the correlation is 1 / 1.01; across groups and with the noise block, 0
     assert abs(C[0, 4] - 1 / 1.01) < 0.005 and abs(C[0, 5]) < 0.03 and abs(C[0, 20]) < 0.03
     assert abs(np.std(y - X @ beta) - 1.0) < 0.02
+
+
+def test_rca_simulation_is_the_authors_generative_model():
+    from bayeskit.datasets import load_rca_simulation
+
+    d = load_rca_simulation()
+    np.testing.assert_allclose(d["Y"], d["X"] @ d["W"] + d["rho"] * d["V"] + d["sigma_n"] * d["E"], atol=1e-10)
+    np.testing.assert_allclose(d["Sigma"] @ d["Lambda"], np.eye(50), atol=1e-8)
+    assert int((np.triu(d["Lambda"], 1) != 0).sum()) == 13
+
+
+def test_sachs_conditions_and_ground_truth():
+    from bayeskit.datasets import SACHS_EDGES, load_sachs, sachs_adjacency
+
+    assert load_sachs().shape == (2666, 11)
+    assert load_sachs(range(1, 10)).shape == (7466, 11)
+    assert np.all(load_sachs(range(1, 15)) > 0)
+    A = sachs_adjacency()
+    assert A.sum() == 2 * len(SACHS_EDGES) == 28 and np.all(A == A.T) and not A.diagonal().any()
+    with pytest.raises(ValueError, match="conditions"):
+        load_sachs([0])

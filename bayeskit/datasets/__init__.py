@@ -1,6 +1,7 @@
 """Bundled data sets of the source papers and generators of their synthetic data."""
 
 from .ibp import ibp_toy_features, ibp_toy_images
+from .rca import SACHS_EDGES, SACHS_PROTEINS, load_rca_simulation, load_sachs, sachs_adjacency
 from .relational import RELATIONAL_NAMES, holdout_split, load_relational
 from .mulan import MULAN_NAMES, load_mulan, mulan_info
 from .sparse import bump_datasets, bumps, grouped_datasets, sinc, sinc_datasets, tibshirani_datasets
@@ -17,5 +18,6 @@ __all__ = [
     "RELATIONAL_NAMES", "holdout_split", "ibp_toy_features", "ibp_toy_images", "load_relational",
     "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
     "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d", "bump_datasets", "bumps", "grouped_datasets", "sinc",
-    "sinc_datasets", "tibshirani_datasets",
+    "sinc_datasets", "tibshirani_datasets", "SACHS_EDGES", "SACHS_PROTEINS", "load_rca_simulation", "load_sachs",
+    "sachs_adjacency",
 ]

@@ -6,11 +6,11 @@ One module per family: multilabel classifiers, conditional density regression an
 relational link prediction, sparse Bayesian regression, covariance and components.
 """
 
-from .components import GraphicalLasso
+from .components import EMRCA, RCA, GraphicalLasso
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
 from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
-           "ProbitClassifier", "RVMRegressor", "SBMoERegressor"]
+__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
+           "ProbitClassifier", "RCA", "RVMRegressor", "SBMoERegressor"]

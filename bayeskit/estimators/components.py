@@ -1,4 +1,5 @@
-"""Covariance and component models: the graphical lasso of :mod:`bayeskit.glasso`."""
+"""Covariance and component models: the graphical lasso of :mod:`bayeskit.glasso`,
+residual component analysis and EM/RCA of :mod:`bayeskit.rca`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import glasso
+from .. import glasso, rca
 from ..core import validation
 from ..core.status import Status, is_failure
 
@@ -44,9 +45,8 @@ class GraphicalLasso(BaseEstimator):
     def fit(self, X, y=None):
         """Fit on the empirical covariance of X (n_samples, n_features)."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
-        self.location_ = np.zeros(X.shape[1], X.dtype) if self.assume_centered else X.mean(0)
-        Xc = X - self.location_
-        return self._fit(Xc.T @ Xc / X.shape[0], self.location_)
+        _, S = _second_moment(self, X, False)
+        return self._fit(S, self.location_)
 
     def fit_covariance(self, S):
         """Fit on a given covariance matrix S (p, p)."""
@@ -83,4 +83,175 @@ class GraphicalLasso(BaseEstimator):
         return float(np.mean(0.5 * (logdet - quad - X.shape[1] * np.log(2 * np.pi))))
 
 
-__all__ = ["GraphicalLasso"]
+def _second_moment(estimator, Y, dual: bool):
+    """Centre the draws (rows of Y, or columns when ``dual``) unless ``assume_centered``;
+    return the draws as rows and their second moment."""
+    Z = Y.T if dual else Y
+    estimator.location_ = np.zeros(Z.shape[1], Z.dtype) if estimator.assume_centered else Z.mean(0)
+    Zc = Z - estimator.location_
+    return Zc, Zc.T @ Zc / Z.shape[0]
+
+
+def _gaussian_score(Z, location, covariance) -> float:
+    """Mean log-density of the rows of Z under N(location, covariance)."""
+    L = np.linalg.cholesky(covariance)
+    half = np.linalg.solve(L, (Z - location).T)
+    logdet = 2 * np.sum(np.log(np.diagonal(L)))
+    return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
+
+
+class RCA(BaseEstimator):
+    """Maximum-likelihood residual component analysis (Kalaitzis & Lawrence 2012; see
+    :mod:`bayeskit.rca`): y ~ N(0, W W' + Sigma) with Sigma given, W from the generalised
+    eigenproblem C S = Sigma S D.
+
+    Parameters
+    ----------
+    n_components : int or None
+        Number of components. ``None`` keeps the generalised eigenvalues above 1, which may
+        be none; an int keeps the leading ones (a component whose eigenvalue is <= 1 is 0).
+    dual : bool
+        False (primal): the rows of Y are the draws and Sigma is (n_features, n_features).
+        True (dual): the columns are the draws, Sigma is (n_samples, n_samples) (for
+        example a kernel over time points), and ``components_`` holds the latent
+        coordinates X of the samples.
+    assume_centered : bool
+        Do not subtract the mean draw.
+
+    Attributes
+    ----------
+    components_ : (d, q) W = Sigma S (D - I)^{1/2}, d the dimension Sigma lives on
+    eigenvalues_ : (d,) all generalised eigenvalues, decreasing
+    eigenvectors_ : (d, d) S, Sigma-normalised
+    n_components_ : q
+    location_ : the mean draw that was removed
+    log_likelihood_ : mean log-likelihood per draw at the solution
+    """
+
+    def __init__(self, n_components=None, *, dual=False, assume_centered=False):
+        self.n_components = n_components
+        self.dual = dual
+        self.assume_centered = assume_centered
+
+    def fit(self, Y, Sigma):
+        """Fit on data Y (n_samples, n_features) and explained covariance Sigma."""
+        Y = validate_data(self, Y, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        Z, C = _second_moment(self, Y, bool(self.dual))
+        Sigma = validation.check_matrix(Sigma, "Sigma")
+        rca.check_covariance(Sigma, "Sigma")
+        rca.check_same_shape(C, Sigma)
+        rank = min(C.shape[0], Z.shape[0] - (0 if self.assume_centered else 1))
+        if self.n_components is not None:
+            validation.check_int_in("n_components", self.n_components, 1, rank)
+        solution = rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components)
+        q = int(solution.n_components)
+        self.components_ = np.asarray(solution.components)[:, :q]
+        self.eigenvalues_ = np.asarray(solution.eigenvalues)
+        self.eigenvectors_ = np.asarray(solution.eigenvectors)
+        self.n_components_ = q
+        self.sigma_ = np.asarray(Sigma, C.dtype)
+        self.log_likelihood_ = float(rca.log_likelihood(jnp.asarray(C), jnp.asarray(self.components_),
+                                                        jnp.asarray(self.sigma_)))
+        return self
+
+    def _draws(self, Y):
+        check_is_fitted(self, "components_")
+        if self.dual:  # new draws are new columns, so the column count may differ from fit's
+            Z = validation.check_matrix(Y, "Y").T
+        else:
+            Z = validate_data(self, Y, reset=False, dtype=[np.float64, np.float32])
+        if Z.shape[1] != self.components_.shape[0]:
+            raise ValueError(f"each draw must have length {self.components_.shape[0]}; got {Z.shape[1]}.")
+        return Z
+
+    def transform(self, Y):
+        """Posterior means (3) of the latent coordinates: one row per draw (per sample, or
+        per feature when ``dual``)."""
+        Z = self._draws(Y)
+        mean, _ = rca.posterior(jnp.asarray(Z - self.location_), jnp.asarray(self.components_),
+                                jnp.asarray(self.sigma_))
+        return np.asarray(mean)
+
+    def score(self, Y, y=None):
+        """Mean log-likelihood per draw under N(location_, W W' + Sigma)."""
+        Z = self._draws(Y)
+        return _gaussian_score(Z, self.location_, self.components_ @ self.components_.T + self.sigma_)
+
+
+class EMRCA(BaseEstimator):
+    """Low rank plus sparse inverse plus isotropic noise by EM/RCA (Kalaitzis & Lawrence
+    2012; see :mod:`bayeskit.rca`): y ~ N(0, W W' + Lambda^-1 + s2 I) with a sparse
+    precision Lambda (graphical-lasso M-step) and residual components W (RCA step).
+
+    Parameters
+    ----------
+    alpha : float
+        The L1 penalty on Lambda, as in :class:`GraphicalLasso`.
+    noise_variance : float or None
+        s2, held fixed; ``None`` takes 0.5 tr(C) / p, the authors' choice.
+    n_components : int or None
+        Width of W; ``None`` lets each RCA step keep the eigenvalues above 1.
+    penalize_diagonal : bool
+        Penalise Lambda's diagonal too (default True, the authors' and R glasso's choice).
+    tol, max_iter
+        Stop when the relative rise of the penalised bound is below ``tol``.
+
+    Attributes
+    ----------
+    precision_ : (p, p) Lambda, with exact zeros
+    components_ : (p, q) W, its nonzero columns
+    covariance_ : (p, p) W W' + Lambda^-1 + s2 I
+    noise_variance_ : s2
+    bound_ : the penalised log marginal likelihood per draw after each iteration
+    max_decrease_ : the largest drop of the bound between iterations (0 when monotone)
+    n_iter_, location_
+    """
+
+    def __init__(self, alpha=0.1, *, noise_variance=None, n_components=None, penalize_diagonal=True, tol=1e-7,
+                 max_iter=1000, assume_centered=False):
+        self.alpha = alpha
+        self.noise_variance = noise_variance
+        self.n_components = n_components
+        self.penalize_diagonal = penalize_diagonal
+        self.tol = tol
+        self.max_iter = max_iter
+        self.assume_centered = assume_centered
+
+    def fit(self, X, y=None):
+        """Fit on data X (n_samples, n_features); rows are the draws."""
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        _, C = _second_moment(self, X, False)
+        validation.check_positive(tol=self.tol)
+        validation.check_int_in("max_iter", self.max_iter, 1)
+        s2 = 0.5 * np.trace(C) / C.shape[0] if self.noise_variance is None else self.noise_variance
+        hp = rca.EMHyperparams(self.alpha, s2, bool(self.penalize_diagonal), self.n_components)
+        # rca.em_fit checks alpha, s2 and n_components on the host before compiling
+        result = rca.em_fit(jnp.asarray(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        if bool(is_failure(result.status)):
+            raise RuntimeError(f"EMRCA failed: {Status[result.status]}")
+        if result.status == Status.max_iter_reached:
+            warnings.warn(f"EMRCA stopped at max_iter={self.max_iter}; raise max_iter or tol.", ConvergenceWarning,
+                          stacklevel=2)
+        state = result.state
+        self.n_iter_ = int(result.n_iter)
+        self.bound_ = np.asarray(result.trace)[: self.n_iter_]
+        self.max_decrease_ = float(state.max_decrease)
+        if self.max_decrease_ > 1e-8 * (1 + abs(float(state.bound))):
+            warnings.warn(f"the EM/RCA bound fell by {self.max_decrease_:.3g} between two iterations (the "
+                          "graphical-lasso M-step is solved to a tolerance).", RuntimeWarning, stacklevel=2)
+        W = np.asarray(state.W)
+        self.components_ = W[:, np.linalg.norm(W, axis=0) > 0]
+        self.precision_ = np.asarray(state.sparse.precision)
+        self.noise_variance_ = float(s2)
+        sparse_cov = np.asarray(state.sparse.covariance)
+        self.covariance_ = self.components_ @ self.components_.T + sparse_cov + s2 * np.eye(C.shape[0], dtype=C.dtype)
+        return self
+
+    def score(self, X, y=None):
+        """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
+        check_is_fitted(self, "precision_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return _gaussian_score(X, self.location_, self.covariance_)
+
+
+__all__ = ["GraphicalLasso", "RCA", "EMRCA"]
