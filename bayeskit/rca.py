@@ -37,12 +37,16 @@ by iterating (with s2 fixed, as the authors do):
 
 - E-step, z | y with R = W W' + s2 I:  V = (R^-1 + Lambda)^-1,  E[z | y] = V R^-1 y, so
   <z z'> = V + V R^-1 C R^-1 V                                                              (5)
-- M-step: Lambda = graphical lasso of <z z'> with penalty alpha (warm-started)              (6)
+- M-step: Lambda lowers the graphical-lasso objective of <z z'> with penalty alpha        (6)
 - RCA step: W from (2) with Sigma = Lambda^-1 + s2 I.                                     (7)
 
-Each step cannot lower (4) when solved exactly (EM for Lambda, then the ML solution for
-W); the graphical lasso is solved to a tolerance, so the fit records the largest
-decrease of (4) it saw (``State.max_decrease``) instead of hiding it.
+The M-step takes at most ``glasso_max_iter`` (default 3) of the graphical lasso's Newton
+steps from the current Lambda, each with a line search that never raises its objective:
+a generalised EM step, which still cannot lower (4), and far cheaper than solving (6) to
+convergence at every iteration (at small alpha the full solve cost 450 ms an iteration
+on the 11-protein Sachs data, three steps 1 ms, with the same fixed points). The RCA step
+is exact. The fit records the largest decrease of (4) it saw (``State.max_decrease``,
+rounding only) instead of hiding it.
 """
 
 from __future__ import annotations
@@ -126,6 +130,15 @@ def posterior(Y, W, Sigma) -> tuple[Array, Array]:
     return Y @ SiW @ M, M
 
 
+def paired_time_kernel(times, *, lengthscale: float = 20.0, jitter: float = 1e-4) -> Array:
+    """Sigma for paired time series (the authors' gene-expression experiment): an RBF
+    kernel exp(-(t - t')^2 / (2 lengthscale^2)) + jitter I over the stacked time points of
+    both series (e.g. treatment then control), so that both series are explained as one
+    shared smooth function and RCA's residual components carry their difference."""
+    t = jnp.asarray(times, dtype=float).reshape(-1)
+    return jnp.exp(-0.5 * (t[:, None] - t[None, :]) ** 2 / lengthscale**2) + jitter * jnp.eye(t.shape[0])
+
+
 # ----------------------------------------------------------------------------- EM/RCA
 
 
@@ -190,7 +203,7 @@ def expected_second_moment(W, precision, C, noise_variance) -> Array:
 
 
 def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
-              glasso_max_iter: int = 100) -> EMState:
+              glasso_max_iter: int = 3) -> EMState:
     """One E-step (5), M-step (6) and RCA step (7)."""
     p = C.shape[0]
     ghp = _glasso_hp(hp)
@@ -205,7 +218,8 @@ def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
 
 
 def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter: int = 1000, tol: float = 1e-7,
-           glasso_tol: float = 1e-6, progress: bool | None = None, throw: bool = True) -> FitResult:
+           glasso_tol: float = 1e-6, glasso_max_iter: int = 3, progress: bool | None = None,
+           throw: bool = True) -> FitResult:
     """EM/RCA on a second-moment matrix ``C``: iterates (5)-(7) until the relative rise of
     (4) is below ``tol``. ``result.trace`` is (4) after each iteration (non-decreasing up
     to the graphical lasso's tolerance; see ``state.max_decrease``). Jittable; vmappable
@@ -217,7 +231,8 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
         check_components(hp.n_components, np.shape(C)[0])
     C = _sym(jnp.asarray(C))
     state = em_init(C, hp) if init_state is None else init_state
-    return loop.run(lambda s: em_update(s, C, hp, glasso_tol=glasso_tol), lambda s: s.bound, state,
+    step = lambda s: em_update(s, C, hp, glasso_tol=glasso_tol, glasso_max_iter=glasso_max_iter)
+    return loop.run(step, lambda s: s.bound, state,
                     max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
@@ -294,5 +309,5 @@ def check_components(k, p: int) -> None:
         raise ValueError(f"n_components must be an int in [1, {p}] or None; got {k!r}.")
 
 
-__all__ = ["Solution", "generalized_eigh", "fit", "log_likelihood", "posterior", "EMHyperparams", "EMState",
+__all__ = ["Solution", "generalized_eigh", "fit", "log_likelihood", "posterior", "paired_time_kernel", "EMHyperparams", "EMState",
            "bound", "em_init", "expected_second_moment", "em_update", "em_fit", "em_path", "check_covariance"]

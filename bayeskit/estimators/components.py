@@ -172,6 +172,15 @@ class RCA(BaseEstimator):
                                 jnp.asarray(self.sigma_))
         return np.asarray(mean)
 
+    def residual_scores(self, Y):
+        """||S_q' y||^2 per draw: the squared length of each draw's projection on the q
+        residual generalised eigenvectors (chi-square with q degrees of freedom when y ~
+        N(0, Sigma)). With ``dual=True`` and a temporal kernel Sigma this ranks genes by
+        how far their treatment and control profiles depart from one shared function."""
+        Z = self._draws(Y)
+        coordinates = (Z - self.location_) @ self.eigenvectors_[:, : self.n_components_]
+        return np.sum(coordinates**2, axis=1)
+
     def score(self, Y, y=None):
         """Mean log-likelihood per draw under N(location_, W W' + Sigma)."""
         Z = self._draws(Y)
