@@ -5,8 +5,8 @@ our numbers beside the paper's and writes JSON (and PNG where the paper has a fi
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
-from . import (bsml_ard, bsml_semisupervised, bsml_supervised, ibp_toy, lfrm_link_prediction, sbmoe_sensitivity, sbmoe_synthetic,
-               sparse_bayes_bump, sparse_bayes_selection, sparse_bayes_sinc)
+from . import (bsml_ard, bsml_semisupervised, bsml_supervised, hsic_level_power, ibp_toy, lfrm_link_prediction, rca_sachs,
+               rca_simulation, sbmoe_sensitivity, sbmoe_synthetic, sparse_bayes_bump, sparse_bayes_selection, sparse_bayes_sinc)
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -19,6 +19,9 @@ EXPERIMENTS = {
     "sparse_bayes_sinc": sparse_bayes_sinc,
     "sparse_bayes_bump": sparse_bayes_bump,
     "sparse_bayes_selection": sparse_bayes_selection,
+    "rca_simulation": rca_simulation,
+    "rca_sachs": rca_sachs,
+    "hsic_level_power": hsic_level_power,
 }
 
 __all__ = ["EXPERIMENTS"]
