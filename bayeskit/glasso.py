@@ -135,8 +135,12 @@ def newton_direction(state: State, S, L, inner_tol, max_sweeps) -> Array:
     """Approximate solution D of (3): coordinate-descent sweeps (4) over the free set, from
     D = 0, until a sweep moves no entry by more than ``inner_tol`` times the largest entry
     of D, at most ``max_sweeps`` sweeps."""
+    return _direction(state.precision, state.covariance, S, L, jnp.asarray(inner_tol, S.dtype), max_sweeps)
+
+
+@jax.custom_batching.custom_vmap
+def _direction(theta, W, S, L, inner_tol, max_sweeps):
     p = S.shape[-1]
-    theta, W = state.precision, state.covariance
     G = S - W
     upper = jnp.triu(jnp.ones((p, p), bool))
     free = upper & ((theta != 0) | (jnp.abs(G) > L))
@@ -169,6 +173,14 @@ def newton_direction(state: State, S, L, inner_tol, max_sweeps) -> Array:
 
     zero = jnp.zeros_like(S)
     return jax.lax.while_loop(cond, sweep, (jnp.asarray(0), zero, zero, jnp.zeros((), S.dtype)))[1]
+
+
+@_direction.def_vmap
+def _direction_batched(axis_size, in_batched, *args):
+    """Under ``vmap`` the coordinate loop runs once per problem (``lax.map``): batched, its
+    scatters at per-problem free coordinates made XLA copy D and U at every coordinate."""
+    args = tuple(a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))
+    return jax.lax.map(lambda a: _direction(*a), args), True
 
 
 def update(state: State, S, hparams: Hyperparams) -> State:
