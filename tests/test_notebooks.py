@@ -160,3 +160,58 @@ def test_sparse_bayes_notebook_runs(tmp_path, monkeypatch):
     counts = [int(v) for v in re.search(r"^relevance vectors per set: \[([\d\s]+)\]", text, flags=re.M).group(1).split()]
     assert len(counts) == SPARSE_SMALL["N_SETS"] and all(1 <= c <= 32 for c in counts)
     assert _n_images(nb) >= 4  # sinc fits, the gamma sweep, bump fits, diabetes coefficients
+
+
+RCA_HSIC_NOTEBOOK = ROOT / "notebooks" / "rca_hsic.ipynb"
+# plain floats (the parameters cell gets their repr); penalties large enough for EM/RCA to converge fast
+RCA_HSIC_SMALL = {"ALPHAS": (0.04, 1.0, 5.0, 25.0), "SACHS_ALPHAS": tuple(5.0**k for k in range(-7, 1)),
+                  "HSIC_N": 100, "N_DATASETS": 50, "N_PERMUTATIONS": 200}
+
+
+def test_rca_hsic_notebook_stored_clean():
+    nb = nbformat.read(RCA_HSIC_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    source = _parameters_cell(nb).source
+    assert re.search(r"^ALPHAS = 5\.0 \*\* np\.linspace\(-8, 3, 30\)", source, flags=re.M)
+    assert re.search(r"^SACHS_ALPHAS = 5\.0 \*\* np\.linspace\(-8, 3, 50\)", source, flags=re.M)
+    for name, full in (("HSIC_N", 300), ("N_DATASETS", 200), ("N_PERMUTATIONS", 1000)):
+        assert re.search(rf"^{name} = {full}\b", source, flags=re.M), name
+    assert nb.metadata.kernelspec.name == "python3"
+
+
+def test_rca_hsic_notebook_runs(tmp_path, monkeypatch):
+    nb = _run(RCA_HSIC_NOTEBOOK, RCA_HSIC_SMALL, tmp_path, monkeypatch)
+    text = _text_outputs(nb)
+    # ML RCA: PPCA for Sigma = s2 I; under a non-isotropic Sigma, RCA finds span(W) and PCA does not
+    assert "RCA equals PPCA: True" in text
+    angles = re.findall(r"^p = (\d+), q = (\d+)\s+(\S+)\s+(\S+)$", text, flags=re.M)
+    assert len(angles) == 2
+    for _, _, pca, rca_angle in angles:
+        assert float(rca_angle) < 15 < float(pca), angles
+    # dual RCA ranks the genes with a treatment-only response first
+    assert float(re.search(r"^residual-score AUC: (\S+)$", text, flags=re.M).group(1)) > 0.8
+    # EM/RCA and the graphical lasso: interpolated precision tables (simulated network, Sachs)
+    rows = re.findall(r"^(EM/RCA|GLASSO|ideal GLASSO \(no confounder\))((?:\s+\d\.\d{3}){4})$", text, flags=re.M)
+    assert [name for name, _ in rows] == ["EM/RCA", "GLASSO", "ideal GLASSO (no confounder)", "EM/RCA", "GLASSO"]
+    assert all(0 <= float(v) <= 1 for _, values in rows for v in values.split())
+    assert "same precision as the sweep: True" in text
+    assert "bound never decreases: True" in text
+    # the graphical lasso on all Sachs cells at alpha 0.05 (R glasso: 14 edges, 8 true)
+    found, tp = map(int, re.search(r"alpha 0\.05, all 2666 cells: (\d+) edges, (\d+) true", text).groups())
+    assert 12 <= found <= 16 and tp >= 7, (found, tp)
+    # HSIC: the tests see the quadratic dependence and not the independent pair
+    p = {(m, pair): float(v) for m, pair, v in
+         re.findall(r"^(gamma|permutation) p-value \((dependent|independent)\): (\S+)", text, flags=re.M)}
+    assert len(p) == 4
+    assert p["gamma", "dependent"] < 0.01 and p["permutation", "dependent"] < 0.05
+    assert p["gamma", "independent"] > 0.001 and p["permutation", "independent"] > 0.001
+    # the level of the vmapped gamma test lies in its binomial 99.9% band
+    rate, n_sets = re.search(r"^rejection rate at 0\.05: (\S+) over (\d+) data sets", text, flags=re.M).groups()
+    lo, hi = map(float, re.search(r"^binomial 99\.9% band: \[(\S+), (\S+)\]", text, flags=re.M).groups())
+    assert int(n_sets) == RCA_HSIC_SMALL["N_DATASETS"] and lo <= float(rate) <= hi
+    power = [float(v) for v in re.search(r"^power\s+(.+)$", text, flags=re.M).group(1).split()]
+    assert len(power) == 5 and power[0] > 0.9  # y = x^2 + 0.5 e at m = 100
+    # residual components, dual RCA, PR curves, heat maps, bound trace, Sachs PR, HSIC nulls, level and power
+    assert _n_images(nb) >= 8
