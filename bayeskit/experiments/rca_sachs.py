@@ -16,8 +16,6 @@ authors' plot overlays (Stegle et al. 2011).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..datasets import load_sachs, sachs_adjacency
@@ -53,28 +51,16 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                 ["rho", "edges", "R edges", "recall", "R recall", "precision", "R precision"], anchor_rows)
 
     curves = {"EM/RCA": [], "GLASSO": []}
-    diagnostics, seconds = [], {"EM/RCA": 0.0, "GLASSO": 0.0}
+    diagnostics, seconds = [], {}
     for _ in range(n_sub):
         sub = rng.choice(len(X), int(np.ceil(0.1 * len(X))), replace=False)
         C = nets.second_moment(zscore(X[sub]))
-        s2 = 0.5 * np.trace(C) / C.shape[0]
-        t = time.perf_counter()
-        em, info = nets.emrca_sweep(C, alphas, s2)
-        seconds["EM/RCA"] += time.perf_counter() - t
-        t = time.perf_counter()
-        gl = nets.glasso_sweep(C, alphas)
-        seconds["GLASSO"] += time.perf_counter() - t
+        em, info, gl = nets.both_sweeps(C, alphas, 0.5 * np.trace(C) / C.shape[0], seconds)
         curves["EM/RCA"].append(nets.curve(em, truth))
         curves["GLASSO"].append(nets.curve(gl, truth))
         diagnostics.append(info)
-    rows, table = nets.summary_rows(curves)
-    print_table(f"\nSachs, conditions 1-3, {n_sub} random 10% subsamples, {n_alpha} penalties: interpolated precision "
-                "at recall r, mean (sd) over subsamples (chance 14/55 = 0.255)",
-                ["method"] + [f"r >= {r}" for r in nets.RECALL_LEVELS], rows)
-    worst = max(d["max_decrease"] for info in diagnostics for d in info)
-    print(f"EM/RCA: largest drop of the bound in any fit {worst:.2e}; iterations per fit "
-          f"{np.mean([d['n_iter'] for info in diagnostics for d in info]):.0f} on average; seconds "
-          f"EM/RCA {seconds['EM/RCA']:.1f}, GLASSO {seconds['GLASSO']:.1f} (including compilation)")
+    table = nets.report(f"\nSachs, conditions 1-3, {n_sub} random 10% subsamples, {n_alpha} penalties (chance precision "
+                        "14/55 = 0.255)", curves, diagnostics, seconds)
     nets.pr_figure(curves, out_dir, f"{NAME}.png", "Sachs network, conditions 1-3, 10% subsamples",
                    {name: (pts, m) for (name, pts), m in zip(LITERATURE.items(), ("x", "+"))})
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "alphas": alphas.tolist(), "subsamples": n_sub,

@@ -12,13 +12,11 @@ subsample and the 12 penalties from 5^-5 up).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from ..datasets import load_rca_simulation
 from . import rca_networks as nets
-from .common import print_table, write_json
+from .common import write_json
 
 NAME = "rca_simulation"
 
@@ -33,30 +31,17 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         alphas, n_sub = alphas[alphas >= 5.0**-4][::2], 1
     rng = np.random.default_rng(seed)
     curves = {"EM/RCA": [], "GLASSO": [], "ideal GLASSO (no confounder)": []}
-    diagnostics, seconds = [], {"EM/RCA": 0.0, "GLASSO": 0.0}
+    diagnostics, seconds = [], {}
     for _ in range(n_sub):
         rows = rng.choice(n, int(np.ceil(0.9 * n)), replace=False)
         C = nets.second_moment(data["Y"][rows])
-        s2 = 0.5 * np.trace(C) / C.shape[0]
-        t = time.perf_counter()
-        em, info = nets.emrca_sweep(C, alphas, s2)
-        seconds["EM/RCA"] += time.perf_counter() - t
-        t = time.perf_counter()
-        gl = nets.glasso_sweep(C, alphas)
-        seconds["GLASSO"] += time.perf_counter() - t
+        em, info, gl = nets.both_sweeps(C, alphas, 0.5 * np.trace(C) / C.shape[0], seconds)
         ideal = nets.glasso_sweep(nets.second_moment(data["Y_unc"][rows]), alphas)
         for name, precisions in zip(curves, (em, gl, ideal)):
             curves[name].append(nets.curve(precisions, truth))
         diagnostics.append(info)
-    rows, table = nets.summary_rows(curves)
-    print_table(f"\nSimulated confounded network (d = 50, 13 edges), {n_sub} random 90% subsamples, {len(alphas)} "
-                "penalties: interpolated precision at recall r, mean (sd) over subsamples",
-                ["method"] + [f"r >= {r}" for r in nets.RECALL_LEVELS], rows)
-    worst = max(d["max_decrease"] for info in diagnostics for d in info)
-    print(f"EM/RCA: largest drop of the bound in any fit {worst:.2e}; iterations per fit "
-          f"{np.mean([d['n_iter'] for info in diagnostics for d in info]):.0f} on average, "
-          f"{np.mean([d['components'] for info in diagnostics for d in info]):.1f} residual components; seconds "
-          f"EM/RCA {seconds['EM/RCA']:.1f}, GLASSO {seconds['GLASSO']:.1f} (including compilation)")
+    table = nets.report(f"\nSimulated confounded network (d = 50, 13 edges), {n_sub} random 90% subsamples, "
+                        f"{len(alphas)} penalties", curves, diagnostics, seconds)
     nets.pr_figure(curves, out_dir, f"{NAME}.png", "Simulated confounded network (authors' data), 90% subsamples")
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "alphas": alphas.tolist(), "subsamples": n_sub,
                "recall_levels": list(nets.RECALL_LEVELS), "interpolated_precision": table, "curves": curves,
