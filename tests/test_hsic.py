@@ -112,10 +112,10 @@ def test_gamma_moments_match_the_permutation_distribution(rng):
     x, y = rng.normal(size=m), rng.normal(size=(m, 2))
     K, L = jnp.asarray(np_gram(x, "gaussian")), jnp.asarray(np_gram(y, "laplace"))
     Kc, Lc = hsic.centre(K), hsic.centre(L)
-    draws = np.asarray(hsic.permutation_null(jax.random.key(1), Kc, lambda p: Lc[p][:, p], B))
-    p = np.random.default_rng(2).permutation(m)  # one draw recomputed by hand
-    assert np.isclose(np.sum(np.asarray(Kc) * np.asarray(L)[p][:, p]) / m, np.asarray(hsic.permutation_null(
-        jax.random.key(3), Kc, lambda _: Lc[p][:, p], 1))[0], rtol=1e-10)
+    draws = np.asarray(hsic.permutation_null(jax.random.key(1), Kc, lambda u, v: Lc[u, v], jnp.arange(m), B))
+    for b in (0, 1, B - 1):  # draws recomputed by the m^2 sum (6), from the documented key per permutation
+        p = np.asarray(jax.random.permutation(jax.random.split(jax.random.key(1), B)[b], m))
+        assert np.isclose(np.sum(np.asarray(Kc) * np.asarray(L)[p][:, p]) / m, draws[b], rtol=1e-10)
     mean, var = hsic.gamma_null(K, L)
     se_mean = draws.std() / np.sqrt(B)
     se_var = np.std((draws - draws.mean()) ** 2) / np.sqrt(B)
@@ -157,11 +157,26 @@ def test_permutation_p_value_formula(rng):
     K = np.outer(x, x)
     Kc = K - K.mean(0) - K.mean(1)[:, None] + K.mean()
     Ly = np.outer(y, y)
-    draws = np.asarray(hsic.permutation_null(jax.random.key(1), jnp.asarray(Kc), lambda p: jnp.asarray(Ly)[p][:, p], B))
+    draws = np.asarray(hsic.permutation_null(jax.random.key(1), jnp.asarray(Kc), lambda u, v: jnp.asarray(Ly)[u, v],
+                                             jnp.arange(12), B))
     T = np.sum(Kc * Ly) / 12
     assert float(r.statistic) == pytest.approx(T, rel=1e-12)
     assert float(r.p_value) == pytest.approx((1 + np.sum(draws >= T - 1e-12)) / (B + 1))
     assert np.sum(np.isclose(draws, T, rtol=1e-12)) > 0  # the case has ties
+
+
+@pytest.mark.parametrize("m", [7, 8])
+def test_cyclic_band_sum_equals_the_full_sum(rng, m):
+    """(6') over floor(m/2) + 1 cyclic diagonals equals (6) over all m^2 pairs, for odd and
+    even m, with the kernel recomputed from a permuted two-feature sample."""
+    x, y = rng.normal(size=(m, 1)), rng.normal(size=(m, 2))
+    Kc = hsic.centre(jnp.asarray(np_gram(x, "gaussian")))
+    kernel = lambda u, v: hsic.paired_kernel(u, v, "laplace", 0.7)  # noqa: E731
+    draws = np.asarray(hsic.permutation_null(jax.random.key(4), Kc, kernel, jnp.asarray(y), 5))
+    for b in range(5):
+        p = np.asarray(jax.random.permutation(jax.random.split(jax.random.key(4), 5)[b], m))
+        L = np.exp(-np.sqrt(((y[p][:, None] - y[p][None]) ** 2).sum(-1)) / 0.7)
+        assert np.isclose(np.sum(np.asarray(Kc) * L) / m, draws[b], rtol=1e-12)
 
 
 def test_reproducible_from_the_key(rng):
@@ -169,7 +184,7 @@ def test_reproducible_from_the_key(rng):
     run = lambda key: float(hsic.test(key, x, y, method="permutation", n_permutations=300).p_value)  # noqa: E731
     assert run(jax.random.key(5)) == run(jax.random.key(5))
     assert run(jax.random.key(5)) != run(jax.random.key(6))
-    draws = [hsic.permutation_null(jax.random.key(2), jnp.eye(9), lambda p: jnp.eye(9)[p] * jnp.arange(9.0), 10, bs)
+    draws = [hsic.permutation_null(jax.random.key(2), jnp.eye(9), lambda u, v: (u == v) * u, jnp.arange(9.0), 10, bs)
              for bs in (1, 3, 16)]
     np.testing.assert_allclose(draws[0], draws[1], rtol=1e-14)  # the same permutations whatever the batch size
     np.testing.assert_allclose(draws[0], draws[2], rtol=1e-14)
