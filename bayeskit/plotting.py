@@ -1,5 +1,6 @@
 """Figures of Gönen (2014): 2-D embeddings with decision boundaries (Figure 6) and the
-relevance of the dimensions that BSML+ARD keeps.
+relevance of the dimensions that BSML+ARD keeps; ROBPCA's outlier map and the tolerance
+ellipse of its scores (Hubert et al. 2005).
 
 matplotlib is an optional dependency: it is imported inside the functions only.
 """
@@ -10,7 +11,7 @@ import numpy as np
 
 from . import bsml
 
-__all__ = ["plot_embedding", "plot_bsml_embedding", "plot_ard_relevance"]
+__all__ = ["plot_embedding", "plot_bsml_embedding", "plot_ard_relevance", "plot_outlier_map", "plot_tolerance_ellipse"]
 
 NO_LABEL_COLOR = "0.8"
 
@@ -192,4 +193,50 @@ def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
     ax.set_xlabel("dimension $s$")
     ax.set_ylabel(r"$E[q_s^\top q_s]$")
     ax.set_title(f"ARD: {int(active.sum())} of {relevance.size} dimensions active")
+    return ax
+
+
+LABEL_STYLES = {"regular": ("0.6", "o"), "good_leverage": ("C0", "s"), "orthogonal": ("C2", "^"),
+                "bad_leverage": ("C3", "D")}
+
+
+def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff, labels, *, names=None, ax=None,
+                     title=None):
+    """ROBPCA's diagnostic plot (Hubert et al. 2005, Figure 2): orthogonal against score
+    distance, the two cutoffs, points marked by their class; the flagged points annotated
+    with ``names`` (default: 1-based row numbers)."""
+    ax = _axes(ax)
+    sd, od, labels = np.asarray(score_distances), np.asarray(orthogonal_distances), np.asarray(labels)
+    for label, (color, marker) in LABEL_STYLES.items():
+        mask = labels == label
+        if mask.any():
+            ax.scatter(sd[mask], od[mask], s=18, color=color, marker=marker, label=f"{label} ({mask.sum()})")
+    ax.axvline(sd_cutoff, color="k", lw=0.8, ls="--")
+    if od_cutoff > 0:
+        ax.axhline(od_cutoff, color="k", lw=0.8, ls="--")
+    names = np.arange(1, len(sd) + 1).astype(str) if names is None else np.asarray(names)
+    for i in np.nonzero(labels != "regular")[0]:
+        ax.annotate(names[i], (sd[i], od[i]), fontsize=6, xytext=(2, 2), textcoords="offset points")
+    ax.set(xlabel="score distance", ylabel="orthogonal distance", title=title)
+    ax.legend(fontsize=7)
+    return ax
+
+
+def plot_tolerance_ellipse(scores, eigenvalues, *, quantile: float = 0.975, labels=None, ax=None, title=None):
+    """The first two scores with the ``quantile`` tolerance ellipse
+    t_1^2 / l_1 + t_2^2 / l_2 = chi2_{2, quantile} (scores in the eigenbasis, so it is axis-aligned)."""
+    from scipy.stats import chi2
+
+    ax = _axes(ax)
+    T = np.asarray(scores)[:, :2]
+    labels = np.full(len(T), "regular") if labels is None else np.asarray(labels)
+    for label, (color, marker) in LABEL_STYLES.items():
+        mask = labels == label
+        if mask.any():
+            ax.scatter(T[mask, 0], T[mask, 1], s=18, color=color, marker=marker, label=label)
+    radius = np.sqrt(chi2.ppf(quantile, 2))
+    angle = np.linspace(0, 2 * np.pi, 200)
+    l1, l2 = np.asarray(eigenvalues)[:2]
+    ax.plot(radius * np.sqrt(l1) * np.cos(angle), radius * np.sqrt(l2) * np.sin(angle), color="k", lw=1)
+    ax.set(xlabel="score 1", ylabel="score 2", title=title)
     return ax

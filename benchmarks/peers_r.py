@@ -1,5 +1,5 @@
-"""R peers of the benchmarks: kernlab's ``rvm``, glmnet's ``cv.glmnet`` and glasso's ``glasso``, run
-through ``Rscript`` in a subprocess.
+"""R peers of the benchmarks: kernlab's ``rvm``, glmnet's ``cv.glmnet``, glasso's ``glasso``, rrcov's
+``PcaHubert`` and robustbase's ``covMcd``, run through ``Rscript`` in a subprocess.
 
 Benchmark-only: R is not a dependency of the package or of its tests. Install it with
 ``bash benchmarks/setup_r_peers.sh`` (Debian/Ubuntu: r-base-core, r-cran-kernlab,
@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["rscript", "r_missing", "r_available", "kernlab_rvm_batch", "glmnet_cv_batch", "glmnet_cv", "glasso_fits"]
+__all__ = ["rscript", "r_missing", "r_available", "kernlab_rvm_batch", "glmnet_cv_batch", "glmnet_cv", "glasso_fits",
+           "pca_hubert", "cov_mcd"]
 
 
 def rscript() -> str | None:
@@ -309,3 +310,78 @@ def glasso_fits(S, rho: float, thresholds, *, penalize_diagonal: bool = False, t
         return {"precision": [_read(d / f"wi{i + 1}.bin", (p, p)).T for i in range(k)],
                 "covariance": [_read(d / f"w{i + 1}.bin", (p, p)).T for i in range(k)],
                 "seconds": _read(d / "seconds.bin", (k,)).tolist(), "versions": _versions(d / "versions.txt")}
+
+
+# ------------------------------------------------------------------- rrcov, robustbase
+
+_PCAHUBERT = r"""
+n <- as.integer(args[2]); p <- as.integer(args[3]); k <- as.integer(args[4]); alpha <- as.numeric(args[5])
+repeats <- as.integer(args[6]); seed <- as.integer(args[7])
+suppressPackageStartupMessages(library(rrcov))
+X <- matrix(rd("X.bin", n * p), n, p)
+secs <- rep(NaN, repeats)
+for (r in seq_len(repeats)) {
+  set.seed(seed)
+  t0 <- now()
+  fit <- PcaHubert(X, k = k, alpha = alpha)
+  secs[r] <- now() - t0
+}
+kk <- fit@k
+wr(secs, "seconds.bin"); wr(kk, "k.bin"); wr(fit@quan, "h.bin")
+wr(fit@eigenvalues[1:kk], "eigenvalues.bin"); wr(fit@loadings[, 1:kk], "loadings.bin"); wr(fit@center, "center.bin")
+wr(fit@sd, "sd.bin"); wr(fit@od, "od.bin"); wr(c(fit@cutoff.sd, fit@cutoff.od), "cutoffs.bin")
+versions("rrcov")
+"""
+
+
+def pca_hubert(X, k: int, alpha: float = 0.75, *, repeats: int = 3, seed: int = 2024, timeout: float = 3600.0) -> dict:
+    """rrcov's ``PcaHubert(X, k, alpha)`` (``set.seed(seed)`` before each of ``repeats``
+    calls): {"seconds": [...], "k", "h", "eigenvalues", "loadings" (p, k), "center",
+    "sd", "od", "sd_cutoff", "od_cutoff", "versions"}."""
+    X = np.asarray(X, dtype=np.float64)
+    n, p = X.shape
+    with tempfile.TemporaryDirectory(prefix="bayeskit_rrcov_") as tmp:
+        d = Path(tmp)
+        _write(d / "X.bin", X.T)
+        _run(_PCAHUBERT, d, [n, p, k, repr(float(alpha)), repeats, seed], timeout)
+        kk = int(_read(d / "k.bin", (1,))[0])
+        cut = _read(d / "cutoffs.bin", (2,))
+        return {"seconds": _read(d / "seconds.bin", (repeats,)).tolist(), "k": kk, "h": int(_read(d / "h.bin", (1,))[0]),
+                "eigenvalues": _read(d / "eigenvalues.bin", (kk,)), "loadings": _read(d / "loadings.bin", (kk, p)).T,
+                "center": _read(d / "center.bin", (p,)), "sd": _read(d / "sd.bin", (n,)), "od": _read(d / "od.bin", (n,)),
+                "sd_cutoff": float(cut[0]), "od_cutoff": float(cut[1]), "versions": _versions(d / "versions.txt")}
+
+
+_COVMCD = r"""
+n <- as.integer(args[2]); p <- as.integer(args[3]); alpha <- as.numeric(args[4])
+repeats <- as.integer(args[5]); seed <- as.integer(args[6])
+suppressPackageStartupMessages(library(robustbase))
+X <- matrix(rd("X.bin", n * p), n, p)
+secs <- rep(NaN, repeats)
+for (r in seq_len(repeats)) {
+  set.seed(seed)
+  t0 <- now()
+  fit <- covMcd(X, alpha = alpha)
+  secs[r] <- now() - t0
+}
+wr(secs, "seconds.bin"); wr(fit$center, "center.bin"); wr(fit$cov, "cov.bin"); wr(fit$raw.weights, "raw_weights.bin")
+wr(fit$crit, "crit.bin"); wr(fit$quan, "h.bin")
+versions("robustbase")
+"""
+
+
+def cov_mcd(X, alpha: float = 0.5, *, repeats: int = 3, seed: int = 2024, timeout: float = 3600.0) -> dict:
+    """robustbase's ``covMcd(X, alpha)`` (``set.seed(seed)`` before each call): {"seconds",
+    "center", "covariance" (reweighted, with robustbase's small-sample corrections),
+    "raw_support" (the h points), "log_det" (log det of the h points' covariance), "h",
+    "versions"}."""
+    X = np.asarray(X, dtype=np.float64)
+    n, p = X.shape
+    with tempfile.TemporaryDirectory(prefix="bayeskit_covmcd_") as tmp:
+        d = Path(tmp)
+        _write(d / "X.bin", X.T)
+        _run(_COVMCD, d, [n, p, repr(float(alpha)), repeats, seed], timeout)
+        return {"seconds": _read(d / "seconds.bin", (repeats,)).tolist(), "center": _read(d / "center.bin", (p,)),
+                "covariance": _read(d / "cov.bin", (p, p)).T, "raw_support": _read(d / "raw_weights.bin", (n,)) > 0,
+                "log_det": float(_read(d / "crit.bin", (1,))[0]), "h": int(_read(d / "h.bin", (1,))[0]),
+                "versions": _versions(d / "versions.txt")}

@@ -173,3 +173,15 @@ def test_sachs_conditions_and_ground_truth():
     assert A.sum() == 2 * len(SACHS_EDGES) == 28 and np.all(A == A.T) and not A.diagonal().any()
     with pytest.raises(ValueError, match="conditions"):
         load_sachs([0])
+
+
+def test_robpca_data_sets_match_their_readme():
+    from bayeskit.datasets import load_robpca
+
+    glass, cars, octane = (load_robpca(name) for name in ("glass", "cars", "octane"))
+    assert glass["X"].shape == (180, 750) and 0.09 < glass["X"].min() < glass["X"].max() < 8677
+    assert cars["X"].shape == (111, 11) and cars["rownames"][24] == "Chevrolet Corvette"
+    assert list(cars["columns"][:2]) == ["length", "wheelbase"]
+    assert octane["X"].shape == (39, 226) and octane["y"].shape == (39,)
+    with pytest.raises(ValueError, match="one of"):
+        load_robpca("iris")

@@ -3,6 +3,7 @@
 from .ibp import ibp_toy_features, ibp_toy_images
 from .rca import SACHS_EDGES, SACHS_PROTEINS, load_rca_simulation, load_sachs, sachs_adjacency
 from .relational import RELATIONAL_NAMES, holdout_split, load_relational
+from .robpca import ROBPCA_DATASETS, load_robpca
 from .mulan import MULAN_NAMES, load_mulan, mulan_info
 from .sparse import bump_datasets, bumps, grouped_datasets, sinc, sinc_datasets, tibshirani_datasets
 from .sbmoe import (
@@ -19,5 +20,5 @@ __all__ = [
     "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
     "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d", "bump_datasets", "bumps", "grouped_datasets", "sinc",
     "sinc_datasets", "tibshirani_datasets", "SACHS_EDGES", "SACHS_PROTEINS", "load_rca_simulation", "load_sachs",
-    "sachs_adjacency",
+    "sachs_adjacency", "ROBPCA_DATASETS", "load_robpca",
 ]

@@ -3,14 +3,16 @@
 ``__init__`` stores hyperparameters only; ``fit`` validates on the host, runs the
 jitted core (restarts as one ``vmap``), and sets trailing-underscore attributes.
 One module per family: multilabel classifiers, conditional density regression and
-relational link prediction, sparse Bayesian regression, covariance and components.
+relational link prediction, sparse Bayesian regression, covariance and components,
+robust location, scatter and components.
 """
 
 from .components import EMRCA, RCA, GraphicalLasso
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
+from .robust import ROBPCA, MinCovDet
 from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MMSBLinkPredictor",
-           "ProbitClassifier", "RCA", "RVMRegressor", "SBMoERegressor"]
+__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MinCovDet",
+           "MMSBLinkPredictor", "ProbitClassifier", "RCA", "ROBPCA", "RVMRegressor", "SBMoERegressor"]

@@ -1,0 +1,162 @@
+"""Robust location, scatter and components: FAST-MCD of :mod:`bayeskit.mcd` and ROBPCA of
+:mod:`bayeskit.robpca`."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .. import mcd, robpca
+from ..core import validation
+from ._common import _key
+
+
+def _check_fraction(name: str, value, low: float = 0.5) -> None:
+    if value is not None and not (np.isfinite(value) and low <= value <= 1):
+        raise ValueError(f"{name} must be in [{low}, 1] (or None), got {value!r}.")
+
+
+class MinCovDet(BaseEstimator):
+    """Minimum Covariance Determinant location and scatter by FAST-MCD (:mod:`bayeskit.mcd`),
+    raw (consistency-corrected) and reweighted at the 97.5% chi-square quantile.
+
+    Parameters
+    ----------
+    support_fraction : float in [0.5, 1] or None
+        h = max(floor(support_fraction n), (n + p + 1) // 2); None: (n + p + 1) // 2.
+    n_starts : int
+        Random elemental starts (vmapped).
+    random_state : int, numpy RandomState or None
+
+    Attributes
+    ----------
+    location_, covariance_ : the reweighted estimates
+    raw_location_, raw_covariance_, raw_support_ : the raw MCD subset's estimates and indicator
+    support_ : the points kept by the reweighting
+    dist_ : squared Mahalanobis distances of the training points under the final estimates
+    exact_fit_, hyperplane_, n_on_hyperplane_ : whether at least h points lie on a hyperplane
+        (then a ``UserWarning``; the estimates are those of the h points), its normal and how
+        many points lie on it
+    """
+
+    def __init__(self, *, support_fraction=None, n_starts=500, random_state=None):
+        self.support_fraction = support_fraction
+        self.n_starts = n_starts
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        X = validation.check_matrix(X, min_rows=2)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        _check_fraction("support_fraction", self.support_fraction)
+        validation.check_int_in("n_starts", self.n_starts, 1)
+        n, p = X.shape
+        h = mcd.default_h(n, p) if self.support_fraction is None else mcd.h_from_alpha(self.support_fraction, n, p)
+        r = jax.device_get(mcd.fit(_key(self.random_state), X, h, n_starts=int(self.n_starts)))
+        self.location_, self.covariance_ = np.asarray(r.location), np.asarray(r.covariance)
+        self.raw_location_, self.raw_covariance_ = np.asarray(r.raw_location), np.asarray(r.raw_covariance)
+        self.support_, self.raw_support_ = np.asarray(r.support), np.asarray(r.raw_support)
+        self.exact_fit_ = bool(r.exact_fit)
+        self.hyperplane_, self.n_on_hyperplane_ = np.asarray(r.hyperplane), int(r.n_on_hyperplane)
+        self.h_ = h
+        if self.exact_fit_:
+            warnings.warn(f"exact fit: {self.n_on_hyperplane_} of {n} points (at least h = {h}) lie on the hyperplane "
+                          f"a'(x - location_) = 0 with a = hyperplane_; the covariance is singular.", UserWarning,
+                          stacklevel=2)
+            self.dist_ = np.full(n, np.nan)
+        else:
+            self.dist_ = self.mahalanobis(X)
+        return self
+
+    def mahalanobis(self, X):
+        """Squared Mahalanobis distances of the rows of X under ``location_``, ``covariance_``."""
+        check_is_fitted(self, "covariance_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        Z = X - self.location_
+        return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
+
+
+class ROBPCA(BaseEstimator):
+    """Robust principal components (ROBPCA, :mod:`bayeskit.robpca`) with the outlier map.
+
+    Parameters
+    ----------
+    n_components : int or None
+        k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robpca.choose_k`).
+    alpha : float in [0.5, 1]
+        Coverage: h = max(floor(alpha n), floor((n + k_max + 1) / 2)).
+    k_max : int
+        The largest k considered.
+    n_directions : int
+        Directions through pairs of points for the outlyingness (all pairs when fewer).
+    n_starts : int
+        FAST-MCD's random starts.
+    use_mcd : bool
+        Low-dimensional data (rank at most min(n / 5, k_max)) go straight to the MCD.
+    random_state : int, numpy RandomState or None
+
+    Attributes
+    ----------
+    components_ : (p, k) robust loadings
+    center_ : (p,) robust centre
+    eigenvalues_ : (k,) robust eigenvalues
+    scores_ : (n, k) scores of the training points
+    score_distances_, orthogonal_distances_ : (n,) the outlier map's coordinates
+    sd_cutoff_, od_cutoff_ : their cutoffs (chi-square and Wilson-Hilferty, 97.5%)
+    labels_ : (n,) "regular", "good_leverage", "orthogonal" or "bad_leverage"
+    n_components_, h_, rank_ : k, the coverage and the rank of the centred data
+    outlyingness_ : (n,) the projection-pursuit outlyingness (0 in the low-dimensional branch)
+    """
+
+    def __init__(self, n_components=None, *, alpha=0.75, k_max=10, n_directions=250, n_starts=500, use_mcd=True,
+                 random_state=None):
+        self.n_components = n_components
+        self.alpha = alpha
+        self.k_max = k_max
+        self.n_directions = n_directions
+        self.n_starts = n_starts
+        self.use_mcd = use_mcd
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        X = validation.check_matrix(X, min_rows=2)
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        _check_fraction("alpha", self.alpha)
+        k_max = validation.check_int_in("k_max", self.k_max, 1)
+        validation.check_int_in("n_directions", self.n_directions, 1)
+        validation.check_int_in("n_starts", self.n_starts, 1)
+        n, p = X.shape
+        rank = int(np.linalg.matrix_rank(X - X.mean(0)))
+        if rank == 0:
+            raise ValueError("all rows of X are equal: there is no spread to find components in.")
+        options = dict(n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
+        key = _key(self.random_state)
+        if self.n_components is None:
+            eigenvalues, _ = robpca.provisional(key, X, float(self.alpha), k_max, **options)
+            k = robpca.choose_k(np.asarray(eigenvalues), k_max, rank)
+        else:
+            k = validation.check_int_in("n_components", self.n_components, 1, rank)
+        r = jax.device_get(robpca.fit(key, X, k, float(self.alpha), k_max, **options))
+        while bool(r.exact_fit) and k > 1:
+            warnings.warn(f"exact fit: at least h = {r.h} points lie on a {k - 1}-dimensional subspace of the "
+                          f"{k} robust components; refitting with n_components = {k - 1}.", UserWarning, stacklevel=2)
+            k -= 1
+            r = jax.device_get(robpca.fit(key, X, k, float(self.alpha), k_max, **options))
+        self.n_components_, self.h_, self.rank_ = k, r.h, rank
+        self.components_, self.center_ = np.asarray(r.components), np.asarray(r.center)
+        self.eigenvalues_, self.scores_ = np.asarray(r.eigenvalues), np.asarray(r.scores)
+        self.score_distances_ = np.asarray(r.score_distances)
+        self.orthogonal_distances_ = np.asarray(r.orthogonal_distances)
+        self.sd_cutoff_, self.od_cutoff_ = float(r.sd_cutoff), float(r.od_cutoff)
+        self.labels_ = np.asarray(robpca.LABELS)[np.asarray(r.labels)]
+        self.outlyingness_ = np.asarray(r.outlyingness)
+        return self
+
+    def transform(self, X):
+        """Scores (X - center_) components_."""
+        check_is_fitted(self, "components_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return (X - self.center_) @ self.components_
