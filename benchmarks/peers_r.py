@@ -364,7 +364,8 @@ for (r in seq_len(repeats)) {
   fit <- covMcd(X, alpha = alpha)
   secs[r] <- now() - t0
 }
-wr(secs, "seconds.bin"); wr(fit$center, "center.bin"); wr(fit$cov, "cov.bin"); wr(fit$raw.weights, "raw_weights.bin")
+best <- rep(0, n); best[fit$best] <- 1
+wr(secs, "seconds.bin"); wr(fit$center, "center.bin"); wr(fit$cov, "cov.bin"); wr(best, "best.bin")
 wr(fit$crit, "crit.bin"); wr(fit$quan, "h.bin")
 versions("robustbase")
 """
@@ -373,7 +374,7 @@ versions("robustbase")
 def cov_mcd(X, alpha: float = 0.5, *, repeats: int = 3, seed: int = 2024, timeout: float = 3600.0) -> dict:
     """robustbase's ``covMcd(X, alpha)`` (``set.seed(seed)`` before each call): {"seconds",
     "center", "covariance" (reweighted, with robustbase's small-sample corrections),
-    "raw_support" (the h points), "log_det" (log det of the h points' covariance), "h",
+    "raw_support" (the h points of ``fit$best``), "log_det" (robustbase's ``crit``), "h",
     "versions"}."""
     X = np.asarray(X, dtype=np.float64)
     n, p = X.shape
@@ -382,6 +383,6 @@ def cov_mcd(X, alpha: float = 0.5, *, repeats: int = 3, seed: int = 2024, timeou
         _write(d / "X.bin", X.T)
         _run(_COVMCD, d, [n, p, repr(float(alpha)), repeats, seed], timeout)
         return {"seconds": _read(d / "seconds.bin", (repeats,)).tolist(), "center": _read(d / "center.bin", (p,)),
-                "covariance": _read(d / "cov.bin", (p, p)).T, "raw_support": _read(d / "raw_weights.bin", (n,)) > 0,
+                "covariance": _read(d / "cov.bin", (p, p)).T, "raw_support": _read(d / "best.bin", (n,)) > 0,
                 "log_det": float(_read(d / "crit.bin", (1,))[0]), "h": int(_read(d / "h.bin", (1,))[0]),
                 "versions": _versions(d / "versions.txt")}

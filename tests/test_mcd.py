@@ -143,3 +143,14 @@ def test_bad_input(bad, match):
     X = bad.pop("X", np.random.default_rng(0).normal(size=(20, 2)))
     with pytest.raises(ValueError, match=match):
         MinCovDet(**bad).fit(X)
+
+
+def test_nested_subsets_for_large_n_find_the_clean_majority(monkeypatch):
+    """n = 1300 > 600 runs the starts in nested subsets: no outlier in the raw subset, and a
+    determinant within 1% of starting everywhere on the whole data (the n <= 600 path)."""
+    X = _contaminated(n=1300, p=3, fraction=0.2, seed=10)
+    nested = mcd.fit(jax.random.key(0), X, n_starts=100)
+    assert not np.any(np.asarray(nested.raw_support)[:260])
+    monkeypatch.setattr(mcd, "NESTED_ABOVE", 10**6)
+    everywhere = mcd._raw_subset(jax.random.key(0), jnp.asarray(X), mcd.default_h(1300, 3), 100, 10, 100, None)
+    assert float(nested.log_det) <= float(everywhere.log_det) + 0.01
