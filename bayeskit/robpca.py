@@ -48,6 +48,8 @@ set to 0 and never flag.
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -168,7 +170,8 @@ def descending_eigh(S):
 def choose_k(eigenvalues, k_max: int, rank: int) -> int:
     """k from S_0's eigenvalues as rrcov's PcaHubert: stop before the first l_j / l_1 <= 1e-3
     (at most min(rank, k_max)), then the fewest components that explain 80% of sum_j l_j if
-    those do."""
+    those do. (In its low-dimensional branch rrcov keeps all components; the same rule
+    applies there here, on the MCD scatter's eigenvalues.)"""
     ev = np.asarray(eigenvalues, dtype=float)
     small = np.nonzero(ev / ev[0] <= EIGEN_RATIO)[0]
     k = min(rank, k_max, int(small[0]) if small.size else len(ev))
@@ -198,16 +201,19 @@ def low_dimensional(n: int, p: int, k_max: int) -> bool:
     return min(n - 1, p) <= min(n // 5, k_max)
 
 
+@partial(jax.jit, static_argnames=("alpha", "k_max", "n_directions", "n_starts", "use_mcd"))
 def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int = 250, n_starts: int = 500,
                 use_mcd: bool = True):
-    """The eigenvalues that choose k: S_0's (Step 2), or the MCD scatter's in the
-    low-dimensional branch; and the numerical rank."""
+    """The eigenvalues that choose k, from the same random directions and starts as
+    :func:`fit` with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional
+    branch; and the numerical rank."""
     n, p = X.shape
     h = coverage(n, alpha, k_max)
+    k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        return descending_eigh(mcd.fit(key, Z, h, n_starts=n_starts).covariance)[0], rank
-    H0, _, _, Z = least_outlying(Z, *pairs(key, n, n_directions), h)
+        return descending_eigh(mcd.fit(k_mcd, Z, h, n_starts=n_starts).covariance)[0], rank
+    H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
     _, S0 = mcd.weighted_moments(Z, H0.astype(Z.dtype))
     return descending_eigh(S0)[0], rank
 
@@ -226,6 +232,7 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
     return _fit(key, jnp.asarray(X), k, alpha, k_max, n_directions, n_starts, use_mcd)
 
 
+@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
 def _fit(key, X, k, alpha, k_max, n_directions, n_starts, use_mcd) -> Result:
     n, p = X.shape
     h = coverage(n, alpha, k_max)
