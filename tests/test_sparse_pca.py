@@ -1,0 +1,104 @@
+"""Sparse PCA by block coordinate ascent: the barrier objective never decreases, the
+solution matches the DSPCA optimum certified by an independent dual bound, safe elimination
+never drops a feature the solution uses, a planted sparse spike is recovered, the row
+update's pieces against direct computations, and the variances of sparse matrices."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+
+from bayeskit import sparse_pca
+
+
+def _spiked(n=12, support=(0, 3, 7), theta=3.0, m=200, seed=0):
+    """An empirical covariance of m draws from N(0, I + theta v v'), v sparse."""
+    rng = np.random.default_rng(seed)
+    v = np.zeros(n)
+    v[list(support)] = 1 / np.sqrt(len(support))
+    A = rng.normal(size=(m, n)) + np.sqrt(theta) * rng.normal(size=(m, 1)) * v
+    return np.cov(A.T, bias=True), v
+
+
+def _dual_bound(Sigma, lam, n_iter=4000):
+    """min over |U_ij| <= lambda of lambda_max(Sigma + U) by projected subgradient steps (an
+    upper bound on (1) for every U: the best one found)."""
+    U = np.zeros_like(Sigma)
+    best = np.inf
+    for k in range(n_iter):
+        w, V = np.linalg.eigh(Sigma + U)
+        best = min(best, w[-1])
+        v = V[:, -1]
+        U = np.clip(U - 0.5 * lam / np.sqrt(k + 1) * np.outer(v, v), -lam, lam)
+    return best
+
+
+def test_box_qp_and_cubic_root_against_direct_computations():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(6, 6))
+    Y, s, lam = A @ A.T, rng.normal(size=6), 0.3
+    u = np.asarray(sparse_pca.box_qp(jnp.asarray(Y), jnp.asarray(s), lam, jnp.asarray(s), n_sweeps=2000))
+    assert np.all(np.abs(u - s) <= lam + 1e-12)
+    from scipy.optimize import minimize
+    ref = minimize(lambda x: x @ Y @ x, s, jac=lambda x: 2 * Y @ x, bounds=list(zip(s - lam, s + lam)),
+                   method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-12)).fun
+    assert u @ Y @ u == pytest.approx(ref, rel=1e-6, abs=1e-10)
+    for c, beta, R2 in ((0.5, 1e-4, 2.0), (-3.0, 1e-4, 0.01), (2.0, 1e-3, 0.0)):
+        r = float(sparse_pca.cubic_root(c, beta, R2))
+        assert r > 0 and abs(r**3 + c * r**2 - beta * r - R2) < 1e-10 * max(1, r**3)
+
+
+def test_objective_never_decreases():
+    Sigma, _ = _spiked()
+    result = sparse_pca.fit(Sigma, 0.2, n_sweeps=15, tol=0.0)
+    trace = np.asarray(result.trace)
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:])), trace
+
+
+@pytest.mark.parametrize("lam", [0.05, 0.2, 0.5])
+def test_matches_the_dspca_optimum(lam):
+    """Z = X / Tr X is feasible for (1); its value is within 1e-3 of the dual bound, and
+    Tr X equals the optimum phi (X = phi Z at the optimum of (2))."""
+    Sigma, _ = _spiked(n=8, support=(0, 3), seed=2)
+    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=200, tol=1e-13).state.X)
+    Z = X / np.trace(X)
+    primal = np.sum(Sigma * Z) - lam * np.abs(Z).sum()
+    dual = _dual_bound(Sigma, lam)
+    assert primal <= dual + 1e-9 and dual - primal < 1e-3
+    assert np.trace(X) == pytest.approx(primal, abs=2e-3)
+
+
+def test_safe_elimination_never_drops_a_used_feature():
+    Sigma, _ = _spiked(n=15, support=(1, 4, 9, 12), seed=3)
+    lam = float(np.quantile(np.diagonal(Sigma), 0.4))
+    kept = sparse_pca.safe_features(np.diagonal(Sigma), lam)
+    assert 0 < len(kept) < 15
+    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    dropped = np.setdiff1d(np.arange(15), kept)
+    assert np.abs(X[dropped]).max() < 1e-3 * np.abs(X).max()
+    reduced = np.asarray(sparse_pca.fit(Sigma[np.ix_(kept, kept)], lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    np.testing.assert_allclose(reduced, X[np.ix_(kept, kept)], atol=2e-3 * np.abs(X).max())
+    ties = np.diagonal(Sigma).copy()
+    assert set(sparse_pca.safe_features(ties, ties[5])) >= {5}  # a feature tied at lambda stays
+
+
+def test_recovers_a_planted_sparse_spike():
+    Sigma, v = _spiked(n=30, support=(2, 11, 17, 25), theta=4.0, m=400, seed=4)
+    X = sparse_pca.fit(Sigma, 0.4, n_sweeps=30).state.X
+    component = np.asarray(sparse_pca.leading_component(X))
+    assert set(np.nonzero(component)[0]) == {2, 11, 17, 25}
+    assert abs(component @ v) > 0.98
+
+
+def test_feature_variances_of_sparse_and_dense_matrices():
+    rng = np.random.default_rng(5)
+    D = rng.poisson(0.3, size=(50, 40)).astype(float)
+    np.testing.assert_allclose(sparse_pca.feature_variances(scipy.sparse.csr_matrix(D)), D.var(0), rtol=1e-12)
+    np.testing.assert_allclose(sparse_pca.feature_variances(D), D.var(0), rtol=1e-12)
+
+
+def test_jit():
+    Sigma, _ = _spiked(n=6, support=(0, 3), seed=6)
+    f = jax.jit(lambda S: sparse_pca.fit(S, 0.1, n_sweeps=5).state.X)
+    np.testing.assert_allclose(f(jnp.asarray(Sigma)), sparse_pca.fit(Sigma, 0.1, n_sweeps=5).state.X, rtol=1e-10)
