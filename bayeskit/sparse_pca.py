@@ -30,6 +30,8 @@ the largest set to zero, renormalised.
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -163,5 +165,107 @@ def feature_variances(X) -> np.ndarray:
     return np.maximum(square - mean**2, 0.0)
 
 
-__all__ = ["State", "init", "update", "objective", "fit", "row_update", "box_qp", "cubic_root", "leading_component",
+class Moments:
+    """The covariance of the columns of a dense or scipy.sparse data matrix (n, p), never
+    formed whole: its diagonal, blocks Sigma_SS of chosen features, and products with
+    dense (p, k) matrices, from the raw data and its column means (centring only the small
+    pieces)."""
+
+    def __init__(self, data):
+        self.data = data.tocsc() if hasattr(data, "tocsc") else np.asarray(data, dtype=float)
+        self.n = data.shape[0]
+        self.mean = np.asarray(self.data.mean(0)).ravel()
+        self.variances = feature_variances(self.data)
+
+    def block(self, S) -> np.ndarray:
+        """Sigma_SS for the feature indices S."""
+        D = self.data[:, S]
+        G = D.T @ D
+        G = G.toarray() if hasattr(G, "toarray") else np.asarray(G)
+        return G / self.n - np.outer(self.mean[S], self.mean[S])
+
+    def times(self, V) -> np.ndarray:
+        """Sigma V (p, k) for a dense V (p, k)."""
+        XV = np.asarray(self.data @ V)
+        return np.asarray(self.data.T @ XV) / self.n - np.outer(self.mean, self.mean @ V)
+
+
+class Deflated:
+    """Projection deflation (Mackey, NIPS 2008): after components v_1..v_k the covariance is
+    Sigma_k = P_k ... P_1 Sigma P_1 ... P_k, P_i = I - v_i v_i'. Column j of P_1 ... P_k is
+    e_j + V a_j, so Sigma_k's entries are Sigma_ij + a_i'B_j + B_i'a_j + a_i'(B V) a_j with
+    B = V'Sigma: its diagonal and blocks cost O(p k^2) beyond Sigma's."""
+
+    def __init__(self, moments: Moments, V: np.ndarray):
+        self.moments, self.V = moments, V
+        k, p = V.shape[1], V.shape[0]
+        self.B = moments.times(V).T if k else np.zeros((0, p))
+        self.BV = self.B @ V
+        G = V.T @ V
+        A = np.zeros((k, p))
+        for i in range(k - 1, -1, -1):  # P_k is applied first
+            A[i] -= V[:, i] + G[i] @ A
+        self.A = A
+
+    def variances(self) -> np.ndarray:
+        A, B = self.A, self.B
+        return self.moments.variances + 2 * np.sum(A * B, 0) + np.sum(A * (self.BV @ A), 0)
+
+    def block(self, S) -> np.ndarray:
+        A, B = self.A[:, S], self.B[:, S]
+        return self.moments.block(S) + A.T @ B + B.T @ A + A.T @ self.BV @ A
+
+
+def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: float, n_sweeps: int,
+                 threshold: float) -> tuple[np.ndarray, int]:
+    """The sparse component (p,) of the deflated covariance at penalty ``lam`` and the number
+    of features that survive safe elimination (the solve uses at most ``max_features`` of
+    them, those of largest variance)."""
+    variances = deflated.variances()
+    kept = safe_features(variances, lam)
+    if kept.size == 0:
+        return np.zeros(variances.shape[0]), 0
+    solved = kept[np.argsort(-variances[kept], kind="stable")[:max_features]]
+    Sigma = deflated.block(solved)
+    size = 1 << int(np.ceil(np.log2(max(len(solved), 2))))  # padded to a power of two: few compiled shapes
+    padded = np.zeros((size, size))
+    padded[: len(solved), : len(solved)] = Sigma
+    X = _solve(jnp.asarray(padded), lam, beta, n_sweeps)
+    v = np.zeros(variances.shape[0])
+    v[solved] = np.asarray(leading_component(X, threshold))[: len(solved)]
+    return v, int(kept.size)
+
+
+@partial(jax.jit, static_argnames=("n_sweeps",))
+def _solve(Sigma, lam, beta, n_sweeps):
+    """BCA on a padded block: the zero rows of the padding have variance 0 < lambda, so safe
+    elimination makes them zero at the optimum and the solution on the real block is the
+    unpadded one."""
+    return fit(Sigma, lam, beta=beta, n_sweeps=n_sweeps, tol=1e-9).state.X
+
+
+def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, beta: float, n_sweeps: int,
+                   threshold: float, max_steps: int = 40):
+    """Bisection on lambda for a component with ``cardinality`` non-zeros, between 0 (or the
+    variance of rank ``max_features``) and the variance of rank ``cardinality`` (above it,
+    fewer features survive elimination): (component, lambda, features kept). The
+    cardinality falls as lambda grows; the closest found is returned if none hits it."""
+    ranked = np.sort(deflated.variances())[::-1]
+    low = ranked[max_features] if ranked.size > max_features else 0.0
+    high = ranked[cardinality - 1]
+    best = None
+    for _ in range(max_steps):
+        lam = 0.5 * (low + high)
+        v, kept = component_at(deflated, lam, max_features=max_features, beta=beta, n_sweeps=n_sweeps,
+                               threshold=threshold)
+        card = int(np.count_nonzero(v))
+        if best is None or abs(card - cardinality) < abs(best[3] - cardinality):
+            best = (v, lam, kept, card)
+        if card == cardinality:
+            break
+        low, high = (lam, high) if card > cardinality else (low, lam)
+    return best[:3]
+
+
+__all__ = ["Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update", "objective", "fit", "row_update", "box_qp", "cubic_root", "leading_component",
            "safe_features", "feature_variances"]

@@ -102,3 +102,60 @@ def test_jit():
     Sigma, _ = _spiked(n=6, support=(0, 3), seed=6)
     f = jax.jit(lambda S: sparse_pca.fit(S, 0.1, n_sweeps=5).state.X)
     np.testing.assert_allclose(f(jnp.asarray(Sigma)), sparse_pca.fit(Sigma, 0.1, n_sweeps=5).state.X, rtol=1e-10)
+
+
+def _two_spikes(m=400, p=60, seed=7):
+    """Data with two sparse spikes on disjoint supports, as a CSR matrix and densely."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(m, p)) * 0.5
+    A[:, [3, 10, 22, 41]] += 2.0 * rng.normal(size=(m, 1))
+    A[:, [5, 30, 33, 57]] += 1.4 * rng.normal(size=(m, 1))
+    A[rng.random(A.shape) < 0.3] = 0.0
+    return scipy.sparse.csr_matrix(A), A
+
+
+def test_moments_and_projection_deflation_against_dense_formulas():
+    S, A = _two_spikes(m=80)
+    Sigma = np.cov(A.T, bias=True)
+    moments = sparse_pca.Moments(S)
+    idx = np.array([1, 3, 10])
+    np.testing.assert_allclose(moments.block(idx), Sigma[np.ix_(idx, idx)], atol=1e-12)
+    V = np.linalg.qr(np.random.default_rng(8).normal(size=(60, 2)))[0] * [1.0, 0.7]  # not orthonormal
+    np.testing.assert_allclose(moments.times(V), Sigma @ V, atol=1e-12)
+    deflated = sparse_pca.Deflated(moments, V)
+    P1, P2 = (np.eye(60) - np.outer(v, v) for v in V.T)
+    Sigma2 = P2 @ P1 @ Sigma @ P1 @ P2
+    np.testing.assert_allclose(deflated.variances(), np.diagonal(Sigma2), atol=1e-10)
+    np.testing.assert_allclose(deflated.block(idx), Sigma2[np.ix_(idx, idx)], atol=1e-10)
+
+
+def test_estimator_finds_both_spikes_at_the_target_cardinality():
+    from bayeskit.estimators import SparsePCA
+
+    S, A = _two_spikes()
+    est = SparsePCA(n_components=2, cardinality=4).fit(S)
+    supports = [set(np.nonzero(c)[0]) for c in est.components_]
+    assert supports == [{3, 10, 22, 41}, {5, 30, 33, 57}]
+    assert np.all(est.n_features_kept_ < 60) and np.all(est.explained_variance_ > 0)
+    assert est.explained_variance_[0] > est.explained_variance_[1]
+    dense = SparsePCA(n_components=2, cardinality=4).fit(A)
+    np.testing.assert_allclose(dense.components_, est.components_, atol=1e-8)
+    np.testing.assert_allclose(est.transform(S), (A - A.mean(0)) @ est.components_.T, atol=1e-10)
+    fixed = SparsePCA(alpha=float(est.alphas_[0])).fit(S)
+    assert fixed.n_features_kept_[0] == np.sum(sparse_pca.feature_variances(A) >= est.alphas_[0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(), "exactly one"),
+    (dict(cardinality=3, alpha=0.1), "exactly one"),
+    (dict(cardinality=0), "cardinality"),
+    (dict(cardinality=100), "cardinality"),
+    (dict(alpha=-0.1), "alpha"),
+])
+def test_bad_input(kwargs, match):
+    from bayeskit.estimators import SparsePCA
+
+    with pytest.raises(ValueError, match=match):
+        SparsePCA(**kwargs).fit(np.random.default_rng(0).normal(size=(20, 8)))
+    with pytest.raises(ValueError, match="non-finite"):
+        SparsePCA(cardinality=2).fit(np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 1.0]]))

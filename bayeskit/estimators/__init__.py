@@ -7,7 +7,7 @@ relational link prediction, sparse Bayesian regression, covariance and component
 robust location, scatter and components.
 """
 
-from .components import EMRCA, RCA, GraphicalLasso
+from .components import EMRCA, RCA, GraphicalLasso, SparsePCA
 from .multilabel import BSMLClassifier, ProbitClassifier
 from .regression import SBMoERegressor
 from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
@@ -15,4 +15,4 @@ from .robust import ROBPCA, MinCovDet
 from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
 __all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MinCovDet",
-           "MMSBLinkPredictor", "ProbitClassifier", "RCA", "ROBPCA", "RVMRegressor", "SBMoERegressor"]
+           "MMSBLinkPredictor", "ProbitClassifier", "RCA", "ROBPCA", "RVMRegressor", "SBMoERegressor", "SparsePCA"]

@@ -1,5 +1,6 @@
 """Covariance and component models: the graphical lasso of :mod:`bayeskit.glasso`,
-residual component analysis and EM/RCA of :mod:`bayeskit.rca`."""
+residual component analysis and EM/RCA of :mod:`bayeskit.rca`, sparse PCA of
+:mod:`bayeskit.sparse_pca`."""
 
 from __future__ import annotations
 
@@ -264,3 +265,99 @@ class EMRCA(BaseEstimator):
 
 
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]
+
+
+class SparsePCA(BaseEstimator):
+    """Sparse principal components by the DSPCA relaxation, solved by block coordinate ascent
+    after safe feature elimination (Zhang & El Ghaoui 2011; :mod:`bayeskit.sparse_pca`).
+
+    Works from a dense array or a scipy.sparse matrix (rows are samples) without forming the
+    full covariance: only the variances and the block of the features that survive
+    elimination are computed. Later components come from projection deflation of the
+    covariance (Mackey 2008).
+
+    Parameters
+    ----------
+    n_components : int
+    cardinality : int, optional
+        Target number of non-zero loadings per component; the penalty is searched by
+        bisection. Give this or ``alpha``.
+    alpha : float, optional
+        The penalty lambda, fixed for every component.
+    max_features : int
+        At most this many surviving features (those of largest variance) enter a solve.
+    beta, n_sweeps, threshold
+        The log-barrier weight, the BCA sweeps, and the relative size below which a loading
+        of the leading eigenvector is set to zero.
+
+    Attributes
+    ----------
+    components_ : (n_components, p) unit loadings, mostly zeros
+    alphas_ : (n_components,) the penalty of each component
+    n_features_kept_ : (n_components,) features that survived safe elimination
+    explained_variance_ : (n_components,) v' Sigma_k v, the variance of each component's
+        scores in the deflated covariance
+    mean_ : (p,) feature means
+    """
+
+    def __init__(self, n_components=1, *, cardinality=None, alpha=None, max_features=2000, beta=1e-4, n_sweeps=20,
+                 threshold=1e-3):
+        self.n_components = n_components
+        self.cardinality = cardinality
+        self.alpha = alpha
+        self.max_features = max_features
+        self.beta = beta
+        self.n_sweeps = n_sweeps
+        self.threshold = threshold
+
+    def fit(self, X, y=None):
+        from .. import sparse_pca
+
+        X = self._check(X)
+        n, p = X.shape
+        self.n_features_in_ = p
+        validation.check_int_in("n_components", self.n_components, 1, p)
+        validation.check_int_in("max_features", self.max_features, 1)
+        validation.check_positive(beta=self.beta)
+        if (self.cardinality is None) == (self.alpha is None):
+            raise ValueError("give exactly one of cardinality and alpha.")
+        if self.cardinality is not None:
+            validation.check_int_in("cardinality", self.cardinality, 1, p)
+        else:
+            if not np.isfinite(self.alpha) or self.alpha < 0:
+                raise ValueError(f"alpha must be finite and >= 0, got {self.alpha!r}.")
+        moments = sparse_pca.Moments(X)
+        options = dict(max_features=int(self.max_features), beta=float(self.beta), n_sweeps=int(self.n_sweeps),
+                       threshold=float(self.threshold))
+        V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
+        for _ in range(self.n_components):
+            deflated = sparse_pca.Deflated(moments, V)
+            if self.cardinality is not None:
+                v, lam, n_kept = sparse_pca.search_penalty(deflated, int(self.cardinality), **options)
+            else:
+                lam = float(self.alpha)
+                v, n_kept = sparse_pca.component_at(deflated, lam, **options)
+            support = np.nonzero(v)[0]
+            explained.append(float(v[support] @ deflated.block(support) @ v[support]) if support.size else 0.0)
+            V = np.c_[V, v]
+            alphas.append(lam)
+            kept.append(n_kept)
+        self.components_ = V.T
+        self.alphas_, self.n_features_kept_ = np.array(alphas), np.array(kept)
+        self.explained_variance_, self.mean_ = np.array(explained), moments.mean
+        return self
+
+    def _check(self, X):
+        if hasattr(X, "tocsr"):
+            if not np.all(np.isfinite(X.data)):
+                raise ValueError("X contains non-finite values.")
+            if X.shape[0] < 2:
+                raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 required.")
+            return X
+        return validation.check_matrix(X, min_rows=2)
+
+    def transform(self, X):
+        """Scores (X - mean_) components_' (dense)."""
+        check_is_fitted(self, "components_")
+        X = self._check(X)
+        return np.asarray(X @ self.components_.T) - self.mean_ @ self.components_.T
