@@ -1,5 +1,6 @@
 """Bundled data sets of the source papers and generators of their synthetic data."""
 
+from .corpus import read_uci_bag_of_words, zipf_corpus
 from .ibp import ibp_toy_features, ibp_toy_images
 from .rca import SACHS_EDGES, SACHS_PROTEINS, load_rca_simulation, load_sachs, sachs_adjacency
 from .relational import RELATIONAL_NAMES, holdout_split, load_relational
@@ -20,5 +21,5 @@ __all__ = [
     "MULAN_NAMES", "load_mulan", "mulan_info", "sbmoe_conditional_1d", "sbmoe_conditional_2d",
     "sbmoe_features_2d", "sbmoe_logpdf_1d", "sbmoe_synthetic_1d", "sbmoe_synthetic_2d", "bump_datasets", "bumps", "grouped_datasets", "sinc",
     "sinc_datasets", "tibshirani_datasets", "SACHS_EDGES", "SACHS_PROTEINS", "load_rca_simulation", "load_sachs",
-    "sachs_adjacency", "ROBPCA_DATASETS", "load_robpca",
+    "sachs_adjacency", "ROBPCA_DATASETS", "load_robpca", "zipf_corpus", "read_uci_bag_of_words",
 ]

@@ -6,7 +6,7 @@ to ``out_dir``. Quick mode finishes in about a minute on two cores.
 """
 
 from . import (bsml_ard, bsml_semisupervised, bsml_supervised, hsic_level_power, ibp_toy, lfrm_link_prediction, rca_sachs,
-               rca_simulation, robpca_examples, robpca_simulation, sbmoe_sensitivity, sbmoe_synthetic, sparse_bayes_bump, sparse_bayes_selection, sparse_bayes_sinc)
+               rca_simulation, robpca_examples, robpca_simulation, sbmoe_sensitivity, sparse_pca_text, sbmoe_synthetic, sparse_bayes_bump, sparse_bayes_selection, sparse_bayes_sinc)
 
 EXPERIMENTS = {
     "bsml_supervised": bsml_supervised,
@@ -24,6 +24,7 @@ EXPERIMENTS = {
     "hsic_level_power": hsic_level_power,
     "robpca_examples": robpca_examples,
     "robpca_simulation": robpca_simulation,
+    "sparse_pca_text": sparse_pca_text,
 }
 
 __all__ = ["EXPERIMENTS"]

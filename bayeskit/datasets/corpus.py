@@ -1,0 +1,48 @@
+"""A synthetic document-term matrix for large-scale sparse PCA (no large public
+bag-of-words corpus is available offline): Zipf-distributed background words with planted
+topics, as a scipy.sparse CSR count matrix; and a reader for the UCI bag-of-words format
+(``docword.*.txt``) when the user has such a file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse
+
+
+def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: int = 5, topic_size: int = 10,
+                background_length: int = 60, topic_rate: float = 4.0, exponent: float = 1.0,
+                n_stop_words: int = 20, seed: int = 0):
+    """Counts (n_documents, n_words) CSR and the planted topics (n_topics, topic_size) word
+    ids. Each document draws ``background_length`` words from a Zipf law with ``exponent``
+    over the vocabulary, belongs to one topic (uniformly) and adds Poisson(``topic_rate``)
+    occurrences of each of that topic's words. The ``n_stop_words`` most frequent words are
+    stop words and get no counts (text preprocessing removes them, as in the paper's
+    corpora). Topic words are drawn among the ranks ``n_stop_words`` .. 20 n_topics
+    topic_size of the law, so that they are also frequent background words."""
+    rng = np.random.default_rng(seed)
+    weights = 1.0 / np.arange(1, n_words + 1) ** exponent
+    weights[:n_stop_words] = 0.0
+    weights /= weights.sum()
+    pool = np.arange(n_stop_words, n_stop_words + 20 * n_topics * topic_size)
+    topics = rng.choice(pool, (n_topics, topic_size), replace=False)
+    rows = np.repeat(np.arange(n_documents), background_length)
+    cols = rng.choice(n_words, n_documents * background_length, p=weights)
+    membership = rng.integers(0, n_topics, n_documents)
+    topic_counts = rng.poisson(topic_rate, (n_documents, topic_size))
+    rows = np.r_[rows, np.repeat(np.arange(n_documents), topic_size)]
+    cols = np.r_[cols, topics[membership].ravel()]
+    counts = np.r_[np.ones(n_documents * background_length), topic_counts.ravel()]
+    X = scipy.sparse.csr_matrix((counts, (rows, cols)), shape=(n_documents, n_words))
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    return X, topics
+
+
+def read_uci_bag_of_words(path) -> scipy.sparse.csr_matrix:
+    """A UCI bag-of-words file (three header lines D, W, NNZ, then "docID wordID count" lines,
+    1-based) as a (D, W) CSR count matrix."""
+    with open(path) as f:
+        D, W, _ = (int(f.readline()) for _ in range(3))
+        triples = np.loadtxt(f, dtype=np.int64, ndmin=2)
+    return scipy.sparse.csr_matrix((triples[:, 2].astype(float), (triples[:, 0] - 1, triples[:, 1] - 1)), shape=(D, W))
