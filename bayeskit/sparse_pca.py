@@ -220,7 +220,9 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
                  threshold: float) -> tuple[np.ndarray, int]:
     """The sparse component (p,) of the deflated covariance at penalty ``lam`` and the number
     of features that survive safe elimination (the solve uses at most ``max_features`` of
-    them, those of largest variance)."""
+    them, those of largest variance). The support is that of the solution's thresholded
+    leading eigenvector; the loadings are then the leading eigenvector of the covariance
+    block of that support (the most variance any unit vector on it explains)."""
     variances = deflated.variances()
     kept = safe_features(variances, lam)
     if kept.size == 0:
@@ -231,8 +233,11 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
     padded = np.zeros((size, size))
     padded[: len(solved), : len(solved)] = Sigma
     X = _solve(jnp.asarray(padded), lam, beta, n_sweeps)
+    support = solved[np.nonzero(np.asarray(leading_component(X, threshold))[: len(solved)])[0]]
     v = np.zeros(variances.shape[0])
-    v[solved] = np.asarray(leading_component(X, threshold))[: len(solved)]
+    if support.size:  # the loadings on the support: the leading eigenvector of its block (the most variance there)
+        w = np.linalg.eigh(deflated.block(support))[1][:, -1]
+        v[support] = w * np.sign(w[np.argmax(np.abs(w))])
     return v, int(kept.size)
 
 

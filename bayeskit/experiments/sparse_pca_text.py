@@ -40,7 +40,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         X, topics = zipf_corpus(n_documents, n_words, topic_size=CARDINALITY, seed=seed)
         source = f"zipf_corpus({n_documents}, {n_words}, topic_size={CARDINALITY}, seed={seed})"
     t = time.perf_counter()
-    est = SparsePCA(n_components=N_COMPONENTS, cardinality=CARDINALITY, max_features=256, n_sweeps=5).fit(X)
+    est = SparsePCA(n_components=N_COMPONENTS, cardinality=CARDINALITY, max_features=256).fit(X)
     seconds = time.perf_counter() - t
     rows, components = [], []
     for j, c in enumerate(est.components_):
