@@ -215,3 +215,32 @@ def test_rca_hsic_notebook_runs(tmp_path, monkeypatch):
     assert len(power) == 5 and power[0] > 0.9  # y = x^2 + 0.5 e at m = 100
     # residual components, dual RCA, PR curves, heat maps, bound trace, Sachs PR, HSIC nulls, level and power
     assert _n_images(nb) >= 8
+
+
+ROBUST_SPARSE_NOTEBOOK = ROOT / "notebooks" / "robust_sparse_pca.ipynb"
+ROBUST_SPARSE_SMALL = {"N_STARTS": 100, "N_REPLICATIONS": 20, "N_DOCUMENTS": 1500, "N_WORDS": 5000}
+
+
+def test_robust_sparse_pca_notebook_stored_clean():
+    nb = nbformat.read(ROBUST_SPARSE_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code and all(c.outputs == [] and c.execution_count is None for c in code)
+    source = _parameters_cell(nb).source
+    for name, full in (("N_STARTS", 500), ("N_REPLICATIONS", 200), ("N_DOCUMENTS", 10000), ("N_WORDS", 100000)):
+        assert re.search(rf"^{name} = {full}\b", source, flags=re.M), name
+
+
+def test_robust_sparse_pca_notebook_runs(tmp_path, monkeypatch):
+    nb = _run(ROBUST_SPARSE_NOTEBOOK, ROBUST_SPARSE_SMALL, tmp_path, monkeypatch)
+    text = _text_outputs(nb)
+    assert "octane bad leverage: [25, 26, 36, 37, 38, 39]" in text
+    robust = re.search(r"^ROBPCA bad leverage: (.+)$", text, flags=re.M).group(1)
+    assert all(car in robust for car in ("Chevrolet Corvette", "Mazda RX7", "Dodge Grand Caravan"))
+    glass_sd = re.search(r"^good_leverage: \[(.*)\]$", text, flags=re.M).group(1)
+    assert "143" in glass_sd and "180" in glass_sd
+    assert "outliers in the MCD subset: 0 of 40" in text
+    maxsub = {m: float(v) for m, v in re.findall(r"^(\w+)\s+maxsub (\S+)", text, flags=re.M)}
+    assert maxsub["ROBPCA"] < 0.3 < maxsub["CPCA"]
+    assert "topics recovered: 5 of 5" in text
+    assert _n_images(nb) == 5  # octane, cars (four panels), glass, MCD, the variances of the words
