@@ -13,8 +13,8 @@ from bayeskit.experiments import robpca_simulation
 
 def test_qn_is_the_order_statistic_of_pairwise_distances():
     rng = np.random.default_rng(0)
-    for m in (7, 10, 31):
-        y = rng.normal(size=m)
+    for m, ties in ((7, False), (10, False), (31, False), (25, True)):
+        y = rng.integers(0, 4, m).astype(float) if ties else rng.normal(size=m)
         d = np.sort([abs(y[i] - y[j]) for i in range(m) for j in range(i + 1, m)])
         h = m // 2 + 1
         assert float(pca_baselines.qn_scale(y)) == pytest.approx(2.2219 * d[h * (h - 1) // 2 - 1], rel=1e-12)
