@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .robpca import descending_eigh, unit_rows
+
 QN_CONSTANT = 2.2219
 
 
@@ -63,14 +65,9 @@ def spatial_median(X: Float[Array, "n p"], n_iter: int = 200) -> Array:
     return jax.lax.fori_loop(0, n_iter, step, jnp.median(X, 0))
 
 
-def _descending(S):
-    values, vectors = jnp.linalg.eigh(S)
-    return values[::-1], vectors[:, ::-1]
-
-
 def classical_pca(X, k: int):
     mu = jnp.mean(X, 0)
-    values, vectors = _descending(jnp.cov(X.T))
+    values, vectors = descending_eigh(jnp.cov(X.T))
     return mu, vectors[:, :k], values[:k]
 
 
@@ -80,10 +77,8 @@ def _qn_eigenvalues(X, mu, components):
 
 def spherical_pca(X, k: int):
     mu = spatial_median(X)
-    R = X - mu
-    norms = jnp.linalg.norm(R, axis=1, keepdims=True)
-    Y = jnp.where(norms > 0, R / jnp.where(norms > 0, norms, 1), 0.0)
-    components = _descending(Y.T @ Y)[1][:, :k]
+    Y = unit_rows(X - mu)
+    components = descending_eigh(Y.T @ Y)[1][:, :k]
     return mu, components, _qn_eigenvalues(X, mu, components)
 
 
@@ -106,8 +101,7 @@ def rapca(X, k: int):
     R = Z - median
 
     def component(R, _):
-        norms = jnp.linalg.norm(R, axis=1, keepdims=True)
-        candidates = jnp.where(norms > 0, R / jnp.where(norms > 0, norms, 1), 0.0)
+        candidates = unit_rows(R)
         spread = jax.vmap(lambda v: qn_scale(R @ v))(candidates)
         v = candidates[jnp.argmax(spread)]
         return R - jnp.outer(R @ v, v), (v, jnp.max(spread) ** 2)

@@ -120,7 +120,8 @@ def pairs(key, n: int, n_directions: int) -> tuple[Array, Array]:
     return i, (i + jax.random.randint(k2, (n_directions,), 1, n)) % n
 
 
-def _unit(v):
+def unit_rows(v):
+    """Each row scaled to unit length; zero rows stay zero."""
     norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
     return jnp.where(norm > 0, v / jnp.where(norm > 0, norm, 1), 0.0)
 
@@ -129,7 +130,7 @@ def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int) -> tuple[Ar
     """(2) over the directions through the pairs (i, j): the outlyingness of every point, and
     whether some direction has s_MCD = 0, with the first such direction v and t_MCD(v) (its
     h points lie on the hyperplane z'v = t_MCD(v))."""
-    V = _unit(Z[i] - Z[j])
+    V = unit_rows(Z[i] - Z[j])
     scale = jnp.sqrt(jnp.sum(Z**2, 1).max())
     proj = Z @ V.T
     t, var, _ = jax.vmap(lambda y: mcd.univariate_mcd(y, h), in_axes=1)(proj)
@@ -274,7 +275,7 @@ def diagnostics(X, center, components, eigenvalues, h: int, rank) -> Diagnostics
     scores = R @ components
     sd = jnp.sqrt(jnp.sum(scores**2 / eigenvalues, 1))
     full_rank = rank <= k
-    od = jnp.where(full_rank, 0.0, jnp.linalg.norm(R - scores @ components.T, axis=1))
+    od = jnp.where(full_rank, 0.0, _orthogonal_distances(X, center, components))
     od_cutoff = jnp.where(full_rank, 0.0, _wilson_hilferty_cutoff(od, h))
     sd_cutoff = jnp.sqrt(stats.chi2.ppf(CRITERION, k)).astype(X.dtype)
     labels = (sd > sd_cutoff).astype(jnp.int32) + 2 * (od > od_cutoff).astype(jnp.int32)

@@ -206,10 +206,11 @@ class Deflated:
         for i in range(k - 1, -1, -1):  # P_k is applied first
             A[i] -= V[:, i] + G[i] @ A
         self.A = A
+        self._variances = moments.variances + 2 * np.sum(A * self.B, 0) + np.sum(A * (self.BV @ A), 0)
 
     def variances(self) -> np.ndarray:
-        A, B = self.A, self.B
-        return self.moments.variances + 2 * np.sum(A * B, 0) + np.sum(A * (self.BV @ A), 0)
+        """diag(Sigma_k) (computed once)."""
+        return self._variances
 
     def block(self, S) -> np.ndarray:
         A, B = self.A[:, S], self.B[:, S]

@@ -324,8 +324,7 @@ class SparsePCA(BaseEstimator):
         if self.cardinality is not None:
             validation.check_int_in("cardinality", self.cardinality, 1, p)
         else:
-            if not np.isfinite(self.alpha) or self.alpha < 0:
-                raise ValueError(f"alpha must be finite and >= 0, got {self.alpha!r}.")
+            glasso.check_alpha(self.alpha)
         moments = sparse_pca.Moments(X)
         options = dict(max_features=int(self.max_features), beta=float(self.beta), n_sweeps=int(self.n_sweeps),
                        threshold=float(self.threshold))

@@ -66,9 +66,7 @@ class MinCovDet(BaseEstimator):
             warnings.warn(f"exact fit: {self.n_on_hyperplane_} of {n} points (at least h = {h}) lie on the hyperplane "
                           f"a'(x - location_) = 0 with a = hyperplane_; the covariance is singular.", UserWarning,
                           stacklevel=2)
-            self.dist_ = np.full(n, np.nan)
-        else:
-            self.dist_ = self.mahalanobis(X)
+        self.dist_ = np.asarray(r.distances)  # NaN in an exact fit
         return self
 
     def mahalanobis(self, X):
@@ -85,7 +83,8 @@ class ROBPCA(BaseEstimator):
     Parameters
     ----------
     n_components : int or None
-        k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robpca.choose_k`).
+        k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robpca.choose_k`), from a
+        first pass through Steps 1-2 (k is static, so the fit then runs once more with it).
     alpha : float in [0.5, 1]
         Coverage: h = max(floor(alpha n), floor((n + k_max + 1) / 2)).
     k_max : int
