@@ -14,5 +14,6 @@ if _FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_FLAG}=false".strip()
 
 from .core.io import load, save  # noqa: E402
+from .core.sweep import Swept, sweep  # noqa: E402
 
-__all__ = ["__version__", "load", "save"]
+__all__ = ["__version__", "load", "save", "sweep", "Swept"]

@@ -1,0 +1,40 @@
+"""Chunked evaluation: apply a function to the rows of a batch a block at a time.
+
+``map_blocks(f, xs, chunk_size)`` equals ``f(xs)`` for a row-wise ``f`` (one whose output
+row i depends only on input row i), but evaluates it on blocks of ``chunk_size`` rows in
+sequence (``lax.map``), so the intermediates of only one block are alive at a time. This is
+how predictive entry points take ``chunk_size=`` and how a sweep bounds the elements
+vmapped together on one device.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+from jaxtyping import PyTree
+
+
+def map_blocks(f: Callable[[PyTree], PyTree], xs: PyTree, chunk_size: int | None) -> PyTree:
+    """``f(xs)`` computed over blocks of ``chunk_size`` leading rows of every leaf of ``xs``.
+
+    With ``chunk_size=None`` (or at least the number of rows) this is ``f(xs)``. The last
+    block holds the remainder. Unlike ``lax.map(..., batch_size=)`` it accepts outputs
+    with zero-size axes.
+    """
+    n = jax.tree.leaves(xs)[0].shape[0]
+    if chunk_size is None or chunk_size >= n:
+        return f(xs)
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+    n_blocks, rest = divmod(n, chunk_size)
+    split = n_blocks * chunk_size
+    blocks = jax.tree.map(lambda x: x[:split].reshape(n_blocks, chunk_size, *x.shape[1:]), xs)
+    out = jax.tree.map(lambda y: y.reshape(split, *y.shape[2:]), jax.lax.map(f, blocks))
+    if rest:
+        tail = f(jax.tree.map(lambda x: x[split:], xs))
+        out = jax.tree.map(lambda a, b: jax.numpy.concatenate([a, b]), out, tail)
+    return out
+
+
+__all__ = ["map_blocks"]
