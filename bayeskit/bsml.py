@@ -43,6 +43,7 @@ from . import probit
 from .core import expfam
 from .core import loop as _loop
 from .core import validation
+from .core.chunks import map_blocks
 from .core.linalg import cholesky, shared_plus_diagonal
 from .core.io import zeros_like_fit
 from .core.status import FitResult
@@ -428,14 +429,16 @@ def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
     )
 
 
-def transform(state: State, X: Float[Array, "m d"]) -> Array:
-    """Embeddings ``E[z*] = <Q>' x*`` of new inputs, shape (m, R)."""
-    return jnp.asarray(X, state.q_mean.dtype) @ state.q_mean
+def transform(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> Array:
+    """Embeddings ``E[z*] = <Q>' x*`` of new inputs, shape (m, R), ``chunk_size`` rows at a time."""
+    return map_blocks(lambda x: x @ state.q_mean, jnp.asarray(X, state.q_mean.dtype), chunk_size)
 
 
-def predict_scores(state: State, X: Float[Array, "m d"]) -> tuple[Array, Array]:
-    """Mean and variance of the predictive scores ``t*`` (Section 2.4), each (m, L)."""
-    return probit.predictive_scores(state.classifier, transform(state, X))
+def predict_scores(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> tuple[Array, Array]:
+    """Mean and variance of the predictive scores ``t*`` (Section 2.4), each (m, L),
+    ``chunk_size`` rows at a time."""
+    rows = lambda x: probit.predictive_scores(state.classifier, x @ state.q_mean)  # noqa: E731
+    return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
 
 
 def predict_proba(
@@ -460,10 +463,7 @@ def predict_proba(
         mean, var = predict_scores(state, x)
         return probit.predictive_probability(mean, var, priors, hparams.semisupervised, predictive)
 
-    X = jnp.asarray(X, state.q_mean.dtype)
-    if chunk_size is None:
-        return rows(X)
-    return jax.lax.map(lambda x: rows(x[None])[0], X, batch_size=chunk_size)
+    return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
 
 
 def component_relevance(state: State) -> Array:

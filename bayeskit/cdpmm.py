@@ -17,6 +17,8 @@ covariance, as with inputs of lower rank than their dimension; the value used is
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -24,6 +26,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .core import validation
+from .core.chunks import map_blocks
 from .core.mixture import Mixture
 
 
@@ -82,21 +85,25 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
     )
 
 
-@jax.jit
-def predictive(model: CDPMM, X: Float[Array, "m dx"]) -> Mixture:
-    """The conditional mixture p(y | x) at the rows of X (caller's units)."""
+@functools.partial(jax.jit, static_argnames="chunk_size")
+def predictive(model: CDPMM, X: Float[Array, "m dx"], chunk_size: int | None = None) -> Mixture:
+    """The conditional mixture p(y | x) at the rows of X (caller's units), its weights and
+    means computed ``chunk_size`` rows at a time."""
     dx = model.dx
     xs = (jnp.asarray(X, model.means.dtype)[:, list(model.keep)] - model.shift[:dx]) / model.scale[:dx]
     S = model.covariances
     Sxx, Syx, Syy = S[:, :dx, :dx], S[:, dx:, :dx], S[:, dx:, dx:]
     chol_xx = jnp.linalg.cholesky(Sxx)
-    diff = xs[:, None, :] - model.means[None, :, :dx]  # (M, K, Dx)
-    white = jax.scipy.linalg.solve_triangular(chol_xx[None], diff[..., None], lower=True)[..., 0]
-    log_px = -0.5 * jnp.sum(white**2, -1) - jnp.sum(jnp.log(jnp.diagonal(chol_xx, axis1=-2, axis2=-1)), -1)
-    log_w = jnp.log(model.weights) + log_px
-    log_w = log_w - jax.nn.logsumexp(log_w, axis=1, keepdims=True)
     gain = jnp.swapaxes(jax.scipy.linalg.cho_solve((chol_xx, True), jnp.swapaxes(Syx, -1, -2)), -1, -2)  # S_yx S_xx^-1
-    means = model.means[None, :, dx:] + jnp.einsum("kij,mkj->mki", gain, diff)
+
+    def rows(x):
+        diff = x[:, None, :] - model.means[None, :, :dx]  # (M, K, Dx)
+        white = jax.scipy.linalg.solve_triangular(chol_xx[None], diff[..., None], lower=True)[..., 0]
+        log_px = -0.5 * jnp.sum(white**2, -1) - jnp.sum(jnp.log(jnp.diagonal(chol_xx, axis1=-2, axis2=-1)), -1)
+        log_w = jnp.log(model.weights) + log_px
+        return log_w - jax.nn.logsumexp(log_w, axis=1, keepdims=True), model.means[None, :, dx:] + jnp.einsum("kij,mkj->mki", gain, diff)
+
+    log_w, means = map_blocks(rows, xs, chunk_size)
     cond = Syy - gain @ jnp.swapaxes(Syx, -1, -2)
     chol = jnp.linalg.cholesky(0.5 * (cond + jnp.swapaxes(cond, -1, -2)))
     y_scale = model.scale[dx:]

@@ -12,6 +12,7 @@ is the product of the marginals.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -21,6 +22,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .core import validation
+from .core.chunks import map_blocks
 from .core.linalg import pairwise_sqdist
 from .core.mixture import Mixture
 
@@ -103,11 +105,17 @@ def fit(X, Y, *, max_iter: int = 200) -> GP:
     return GP(log_params, Xs, chol, alpha, f(xs), f(xsd), f(ys), f(ysd))
 
 
-@jax.jit
-def predictive(model: GP, X: Float[Array, "m dx"]) -> Mixture:
+@functools.partial(jax.jit, static_argnames="chunk_size")
+def predictive(model: GP, X: Float[Array, "m dx"], chunk_size: int | None = None) -> Mixture:
     """The product of the per-output Gaussian predictives at the rows of X, as a
-    one-component :class:`~bayeskit.core.mixture.Mixture` with diagonal covariance."""
+    one-component :class:`~bayeskit.core.mixture.Mixture` with diagonal covariance,
+    ``chunk_size`` rows at a time."""
     xs = (jnp.asarray(X, model.X.dtype) - model.x_shift) / model.x_scale
+    return map_blocks(lambda x: _predictive_rows(model, x), xs, chunk_size)
+
+
+def _predictive_rows(model: GP, xs: Float[Array, "m dx"]) -> Mixture:
+    """:func:`predictive` at standardised rows ``xs``."""
 
     def one(p, L, a):
         Ks = _kernel(p, xs, model.X)

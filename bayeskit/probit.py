@@ -38,6 +38,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from .core import expfam
 from .core import loop as _loop
 from .core import validation
+from .core.chunks import map_blocks
 from .core.linalg import cholesky
 from .core.special import log_ndtr, lower_tail
 from .core.io import zeros_like_fit
@@ -359,11 +360,15 @@ def _fit(key, X, Y, priors, *, max_iter, tol, progress, throw) -> FitResult:
     )
 
 
-def predict_proba(cs: ClassifierState, X: Float[Array, "m d"], *, predictive: str = "consistent") -> Array:
-    """``P(y* = 1 | x*)`` per label, shape (m, L); see :func:`predictive_probability`."""
-    X = jnp.asarray(X, cs.coef_mean.dtype)
-    mean, var = predictive_scores(cs, X)
-    return predictive_probability(mean, var, ClassifierPriors(), False, predictive)
+def predict_proba(cs: ClassifierState, X: Float[Array, "m d"], *, predictive: str = "consistent",
+                  chunk_size: int | None = None) -> Array:
+    """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time; see
+    :func:`predictive_probability`."""
+
+    def rows(x):
+        return predictive_probability(*predictive_scores(cs, x), ClassifierPriors(), False, predictive)
+
+    return map_blocks(rows, jnp.asarray(X, cs.coef_mean.dtype), chunk_size)
 
 
 def result_shapes(result: FitResult) -> dict:

@@ -61,6 +61,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .core import loop as _loop
+from .core.chunks import map_blocks
 from .core.linalg import pairwise_sqdist, spd_inverse_loop
 from .core.status import FitResult
 
@@ -524,14 +525,24 @@ def relevance(state: State) -> Bool[Array, " m"]:
     return state.gamma > 0
 
 
-def predict(state: State, Phi_new, scale, *, noise: bool = True):
+def predict(state: State, Phi_new, scale, *, noise: bool = True, chunk_size: int | None = None):
     """Predictive mean and variance at new basis rows ``Phi_new`` (N*, M): mean phi* mu,
-    variance phi* Sigma phi*' (+ sigma^2 with ``noise``)."""
-    Phi_A = jnp.where(state.used, (Phi_new / scale)[:, state.basis], 0.0)
-    mean = Phi_A @ state.mu
-    var = jnp.sum((Phi_A @ state.Sigma) * Phi_A, axis=1)
-    return mean, var + (1.0 / state.beta if noise else 0.0)
+    variance phi* Sigma phi*' (+ sigma^2 with ``noise``), ``chunk_size`` rows at a time.
+    :func:`predict_inputs` builds the basis rows block by block too."""
+
+    def rows(Phi):
+        Phi_A = jnp.where(state.used, (Phi / scale)[:, state.basis], 0.0)
+        return Phi_A @ state.mu, jnp.sum((Phi_A @ state.Sigma) * Phi_A, axis=1) + (1.0 / state.beta if noise else 0.0)
+
+    return map_blocks(rows, Phi_new, chunk_size)
+
+
+def predict_inputs(state: State, X_new, basis_rows, scale, *, noise: bool = True, chunk_size: int | None = None):
+    """:func:`predict` at new inputs ``X_new`` (N*, d), building the basis rows
+    ``basis_rows(X_block)`` of ``chunk_size`` inputs at a time, so that the N* x M design is
+    never formed whole."""
+    return map_blocks(lambda x: predict(state, basis_rows(x), scale, noise=noise), X_new, chunk_size)
 
 
 __all__ = ["Hyperparams", "State", "Data", "design", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
-           "init", "fit", "weights", "relevance", "predict", "refresh", "candidates", "move", "noise_reestimate"]
+           "init", "fit", "weights", "relevance", "predict", "predict_inputs", "refresh", "candidates", "move", "noise_reestimate"]

@@ -76,9 +76,10 @@ class _MultilabelMixin(ClassifierMixin):
         P = np.asarray(P)
         return np.column_stack([1 - P[:, 0], P[:, 0]]) if self._one_d else P
 
-    def predict(self, X):
-        """Labels in {0, 1}: ``predict_proba > 0.5``; shape (n_samples, n_labels)."""
-        P = self.predict_proba(X)
+    def predict(self, X, *, chunk_size=None):
+        """Labels in {0, 1}: ``predict_proba > 0.5``; shape (n_samples, n_labels).
+        ``chunk_size`` bounds the rows predicted at once."""
+        P = self.predict_proba(X, chunk_size=chunk_size)
         if self._one_d:
             return self.classes_[(P[:, 1] > 0.5).astype(int)] if self.classes_.size == 2 else np.full(len(P), self.classes_[0])
         return (P > 0.5).astype(int)
@@ -204,14 +205,16 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         self.lower_bound_trace_ = np.asarray(self.result_.trace[: self.n_iter_])
         return self
 
-    def predict_proba(self, X):
-        """``P(y = 1)`` per label, shape (n_samples, n_labels) ((n_samples, 2) for 1-D Y)."""
+    def predict_proba(self, X, *, chunk_size=None):
+        """``P(y = 1)`` per label, shape (n_samples, n_labels) ((n_samples, 2) for 1-D Y),
+        ``chunk_size`` rows at a time."""
         X = self._check_X(X)
-        return self._format_proba(bsml.predict_proba(self.state_, X, self.hyperparams_, predictive=self.predictive))
+        return self._format_proba(bsml.predict_proba(self.state_, X, self.hyperparams_, predictive=self.predictive,
+                                                     chunk_size=chunk_size))
 
-    def transform(self, X):
-        """The embeddings ``<Q>' x``, shape (n_samples, n_components)."""
-        return np.asarray(bsml.transform(self.state_, self._check_X(X)))
+    def transform(self, X, *, chunk_size=None):
+        """The embeddings ``<Q>' x``, shape (n_samples, n_components), ``chunk_size`` rows at a time."""
+        return np.asarray(bsml.transform(self.state_, self._check_X(X), chunk_size=chunk_size))
 
 
 class ProbitClassifier(_MultilabelMixin, BaseEstimator):
@@ -244,6 +247,7 @@ class ProbitClassifier(_MultilabelMixin, BaseEstimator):
         self.dtype_ = np.dtype(jnp.asarray(X).dtype)
         return self._finish_fit(Y, result, 1)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X, *, chunk_size=None):
+        """``P(y = 1)`` per label, ``chunk_size`` rows at a time."""
         X = self._check_X(X)
-        return self._format_proba(probit.predict_proba(self.state_, X, predictive=self.predictive))
+        return self._format_proba(probit.predict_proba(self.state_, X, predictive=self.predictive, chunk_size=chunk_size))

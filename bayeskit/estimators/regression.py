@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import sbmoe
 from ..core import validation
+from ..core.chunks import map_blocks
 from ._common import _best_restart, _key
 
 
@@ -154,23 +155,33 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         check_is_fitted(self, "state_")
         return validate_data(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.dtype_, copy=False)
 
-    def predictive(self, X) -> sbmoe.Mixture:
-        """The predictive mixture p(y | x) for every row of X (Section 3.3)."""
-        X = self._check_X(X)
-        return sbmoe.predictive(self._predict_key, self.state_, X, self.hyperparams_, n_gate=self.n_gate, n_draws=self.n_draws)
+    def predictive(self, X, *, chunk_size=None) -> sbmoe.Mixture:
+        """The predictive mixture p(y | x) for every row of X (Section 3.3); the gate of
+        ``chunk_size`` rows at a time."""
+        return self._mixture(jnp.asarray(self._check_X(X)), chunk_size)
 
-    def predict(self, X):
-        """The predictive mean E[y | x], shape (n_samples,) or (n_samples, n_outputs)."""
-        mean = np.asarray(self.predictive(X).mean)
+    def _mixture(self, X, chunk_size=None) -> sbmoe.Mixture:
+        return sbmoe.predictive(self._predict_key, self.state_, X, self.hyperparams_, n_gate=self.n_gate, n_draws=self.n_draws,
+                                chunk_size=chunk_size)
+
+    def _rows(self, f, X, chunk_size, *more):
+        """``f(predictive mixture of a block of X, matching rows of more)`` over blocks of rows."""
+        X = jnp.asarray(self._check_X(X))
+        return np.asarray(map_blocks(lambda b: f(self._mixture(b[0]), *b[1:]), (X, *more), chunk_size))
+
+    def predict(self, X, *, chunk_size=None):
+        """The predictive mean E[y | x], shape (n_samples,) or (n_samples, n_outputs),
+        ``chunk_size`` rows at a time."""
+        mean = self._rows(lambda mix: mix.mean, X, chunk_size)
         return mean[:, 0] if self._one_d else mean
 
-    def score_samples(self, X, Y):
-        """``log p(y_i | x_i)`` under the predictive, one value per row."""
+    def score_samples(self, X, Y, *, chunk_size=None):
+        """``log p(y_i | x_i)`` under the predictive, one value per row, ``chunk_size`` rows at a time."""
         Y = np.asarray(Y, self.dtype_)
         Y = Y[:, None] if Y.ndim == 1 else Y
         if Y.shape != (np.shape(X)[0], self.n_outputs_) or not np.all(np.isfinite(Y)):
             raise ValueError(f"Y must be finite with shape ({np.shape(X)[0]}, {self.n_outputs_}), got {Y.shape}.")
-        return np.asarray(self.predictive(X).log_prob(jnp.asarray(Y)))
+        return self._rows(lambda mix, y: mix.log_prob(y), X, chunk_size, jnp.asarray(Y))
 
     def sample(self, X, n_samples=1, random_state=None):
         """Draws from p(y | x): shape (n_samples, n_rows) or (n_samples, n_rows, n_outputs)."""

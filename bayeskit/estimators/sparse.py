@@ -110,12 +110,12 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
     def _noise_std(self, state, data) -> float:
         return float(1.0 / np.sqrt(state.beta))
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, *, chunk_size=None):
         """Predictive mean, and with ``return_std`` the predictive standard deviation
-        (noise included)."""
+        (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
-        mean, var = sparse_bayes.predict(self.state_, self._design(X), self._scale)
+        mean, var = sparse_bayes.predict_inputs(self.state_, jnp.asarray(X), self._design, self._scale, chunk_size=chunk_size)
         mean = np.asarray(mean)
         return (mean, np.sqrt(np.asarray(var))) if return_std else mean
 

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from ..core.chunks import map_blocks
 from ..core.mixture import Mixture
 from ..core.linalg import pairwise_sqdist
 from .gate import bartlett
@@ -84,10 +85,7 @@ def predictive(
     eta0 = hparams.priors(dx, data.Y.shape[1], dtype).eta0
     k_gate, k_exp = jax.random.split(key)
     M = state.gate.L @ bartlett(k_gate, dx, eta0, n_gate, dtype)
-    if chunk_size is None:
-        g = mean_gate(Xs, data.X, M)
-    else:
-        g = jax.lax.map(lambda x: mean_gate(x[None], data.X, M)[0], Xs, batch_size=chunk_size)
+    g = map_blocks(lambda x: mean_gate(x, data.X, M), Xs, chunk_size)
     mu, chol = expert_draws(k_exp, state, n_draws)
     gamma = jax.nn.softmax(jax.vmap(lambda m, c: _log_gauss(data.Y, m, c))(mu, chol), axis=-1)  # (K_e, N, C)
     pi = jnp.einsum("mn,knc->mkc", g, gamma).reshape(X.shape[0], -1)
