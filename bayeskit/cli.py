@@ -2,6 +2,7 @@
 
     bayeskit reproduce [--quick] [--only NAME ...] [--out DIR] [--seed N]
     bayeskit list
+    bayeskit bench (--all | --only MODEL ... | --report) [--device cpu|gpu] [--quick]
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--out", default="reproduce_out", help="folder for the JSON and PNG outputs")
     rep.add_argument("--seed", type=int, default=0)
     sub.add_parser("list", help="list the experiments")
+    bench = sub.add_parser("bench", help="run every model's speed benchmark against its peers and write "
+                                         "benchmarks/results/REPORT.md (from a checkout)")
+    which = bench.add_mutually_exclusive_group(required=True)
+    which.add_argument("--all", action="store_true", help="run every benchmark, then write the report")
+    which.add_argument("--only", nargs="+", metavar="MODEL", help="run these models' benchmarks, then write the report")
+    which.add_argument("--report", action="store_true", help="only write the report from the saved results")
+    bench.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    bench.add_argument("--quick", action="store_true", help="the benchmarks' small settings")
+    bench.add_argument("--benchmarks", default=None, help="the checkout's benchmarks/ folder (default: found from here)")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return _bench(parser, args)
 
     from .experiments import EXPERIMENTS
 
@@ -45,6 +57,29 @@ def main(argv: list[str] | None = None) -> int:
         EXPERIMENTS[name].run(args.out, quick=args.quick, seed=args.seed)
         print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {args.out}/", flush=True)
     return 0
+
+
+def _bench(parser, args) -> int:
+    """Run ``benchmarks/report.py`` of the checkout: the benchmarks live beside the package,
+    not in it, because they install and call peers (R, Octave) that the package never needs."""
+    import subprocess
+    from pathlib import Path
+
+    candidates = [Path(args.benchmarks)] if args.benchmarks else [Path.cwd() / "benchmarks",
+                                                                    Path(__file__).resolve().parents[1] / "benchmarks"]
+    script = next((c / "report.py" for c in candidates if (c / "report.py").exists()), None)
+    if script is None:
+        parser.error(f"no benchmarks/report.py in {[str(c) for c in candidates]}; run from a checkout of bayeskit "
+                     "or pass --benchmarks PATH")
+    if args.device == "gpu":
+        import jax
+
+        if not any(d.platform == "gpu" for d in jax.devices()):
+            parser.error("--device gpu: JAX sees no GPU here (install jax[cuda12] on a machine with one)")
+    cmd = [sys.executable, str(script), "--device", args.device] + (["--quick"] if args.quick else [])
+    if not args.report:
+        cmd += ["--run"] + (["--only", *args.only] if args.only else [])
+    return subprocess.call(cmd)
 
 
 if __name__ == "__main__":

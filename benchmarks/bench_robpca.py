@@ -31,6 +31,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+import bayeskit  # noqa: E402
 from bayeskit import mcd, robpca  # noqa: E402
 from bayeskit.datasets import load_robpca  # noqa: E402
 
@@ -109,8 +110,8 @@ def replications(n_rep: int = 1000, seed: int = 0) -> dict:
     X = rng.normal(size=(n_rep, 100, 4)) * sd
     X[:, :10] = rng.normal(size=(n_rep, 10, 4)) * sd + [0, 0, 0, 10.0]
     keys = jax.random.split(jax.random.key(seed), n_rep)
-    f = jax.jit(jax.vmap(lambda key, X: robpca.fit(key, X, 3)))
-    r, seconds, compile_s = best_of(lambda: f(keys, X), repeats=1)
+    one = lambda key, X: robpca.fit(key, X, 3)  # noqa: E731
+    r, seconds, compile_s = best_of(lambda: bayeskit.sweep(one, keys, (X,)).results, repeats=1)
     angles = [largest_angle(np.asarray(c), np.eye(4)[:, :3]) for c in np.asarray(r.components)]
     return {"n_replications": n_rep, "seconds": seconds, "compile_seconds": compile_s,
             "median_largest_angle_degrees": float(np.median(angles)),

@@ -2,7 +2,6 @@
 evaluated in sequence, the last one partial) as in one piece."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

@@ -11,8 +11,8 @@ drawn from three dependence families, each with a parameter that weakens the dep
 - sinusoid: x ~ U(-pi, pi), y = sin(f x) + N(0, 0.5^2), over frequencies f;
 - quadratic: x ~ N(0, 1), y = x^2 + N(0, s^2), over noise levels s.
 
-Sample sizes m = 100, 300, 1000. Every cell's data sets run as one jitted call (chunks of
-data sets vmapped under ``lax.map`` to bound memory). The paper's curves are for other
+Sample sizes m = 100, 300, 1000. Every cell's data sets run as one sweep over the devices
+(``bayeskit.sweep``; chunks of data sets vmapped at a time to bound memory). The paper's curves are for other
 data (its Figure 1 and text benchmarks) and were not available to us; none are printed.
 Full: 200 data sets per cell, 200 permutations; power of the permutation test for m <= 300
 (at m = 1000 it costs 200 times the gamma test, whose power it matches at smaller m).
@@ -22,7 +22,7 @@ Quick: m = 100 and 200, 100 data sets, 100 permutations, three or four parameter
 from __future__ import annotations
 
 import time
-from functools import partial
+from functools import lru_cache, partial
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,7 @@ import numpy as np
 from scipy import stats
 
 from .. import hsic
+from ..core.sweep import sweep
 from .common import print_table, save_figure, write_json
 
 NAME = "hsic_level_power"
@@ -71,21 +72,27 @@ FAMILIES = {
 GENERATORS = [null] + [family for family, *_ in FAMILIES.values()]
 
 
-@partial(jax.jit, static_argnames=("m", "n_sets", "method", "n_permutations"))
-def p_values(key, family, parameter, *, m, n_sets, method, n_permutations):
-    """p-values of ``n_sets`` data sets of size m drawn from ``GENERATORS[family]`` at
-    ``parameter`` (both traced: one compilation per m and method)."""
-    k_data, k_test = jax.random.split(key)
+@partial(jax.jit, static_argnames=("m", "n_sets"))
+def draw_sets(key, family, parameter, *, m, n_sets):
+    """``n_sets`` data sets (x, y) of size m drawn from ``GENERATORS[family]`` at
+    ``parameter`` (both traced: one compilation per m)."""
     branches = [partial(lambda k, t, g: g(k, m, t), g=g) for g in GENERATORS]
-    draw = lambda k: jax.lax.switch(family, branches, k, parameter)  # noqa: E731
-    x, y = jax.vmap(draw)(jax.random.split(k_data, n_sets))
+    return jax.vmap(lambda k: jax.lax.switch(family, branches, k, parameter))(jax.random.split(key, n_sets))
 
-    def one(args):
-        k, a, b = args
-        return hsic.test(k, a, b, method=method, n_permutations=n_permutations).p_value
 
+@lru_cache(maxsize=None)
+def _test(method: str, n_permutations: int):
+    """One data set's p-value (cached, so that the sweep compiles once per method and m)."""
+    return lambda k, a, b: hsic.test(k, a, b, method=method, n_permutations=n_permutations).p_value
+
+
+def p_values(key, family, parameter, *, m, n_sets, method, n_permutations):
+    """p-values of ``n_sets`` data sets: one sweep over the data sets, sharded over the
+    devices, a chunk of data sets vmapped at a time to bound memory."""
+    k_data, k_test = jax.random.split(key)
+    x, y = draw_sets(k_data, family, parameter, m=m, n_sets=n_sets)
     chunk = max(1, CHUNK_ELEMENTS // m**2)
-    return jax.lax.map(one, (jax.random.split(k_test, n_sets), x, y), batch_size=chunk)
+    return sweep(_test(method, n_permutations), jax.random.split(k_test, n_sets), (x, y), chunk_size=chunk).results
 
 
 def rejection_rate(key, family, parameter, m, n_sets, method, n_permutations) -> dict:

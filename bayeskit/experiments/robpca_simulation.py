@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import pca_baselines, robpca
+from ..core.sweep import sweep
 from .common import print_table, save_figure, write_json
 
 NAME = "robpca_simulation"
@@ -52,19 +53,22 @@ def draw(key, n: int, sd: np.ndarray, k: int, eps: float, f1: float, f2: float, 
 
 
 def estimate(method: str, key, X, k: int):
-    """(components (n_rep, p, k), eigenvalues (n_rep, k)) of each replication."""
-    return _vmapped(method, k)(jax.random.split(key, X.shape[0]), X)
+    """(components (n_rep, p, k), eigenvalues (n_rep, k)) of each replication: one sweep
+    over the replications, sharded over the devices."""
+    return sweep(_one(method, k), jax.random.split(key, X.shape[0]), (X,)).results
 
 
 @functools.lru_cache(maxsize=None)
-def _vmapped(method: str, k: int):
+def _one(method: str, k: int):
+    """One replication's fit (cached, so that the sweep compiles once per method and k)."""
+
     def one(key, X):
         if method == "ROBPCA":
             r = robpca.fit(key, X, k)
             return r.components, r.eigenvalues
         return pca_baselines.METHODS[method](X, k)[1:]
 
-    return jax.jit(jax.vmap(one))
+    return one
 
 
 def scores(components, values, sd: np.ndarray, k: int) -> dict:
@@ -99,7 +103,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
             cell = {"eps": eps, "f1": f1, "f2": f2}
             for method in METHODS:
                 t = time.perf_counter()
-                components, values = jax.block_until_ready(estimate(method, k_fit, X, k))
+                components, values = estimate(method, k_fit, X, k)
                 cell[method] = {**scores(components, values, sd, k), "seconds": time.perf_counter() - t}
             cells.append(cell)
             rows.append([eps, f1 or "-", f2 or "-"] + [f"{cell[m]['maxsub']:.3f}" for m in METHODS]

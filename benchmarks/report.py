@@ -1,0 +1,285 @@
+"""One performance report for every model: run the speed benchmarks against their peers, in
+one run, and write ``benchmarks/results/REPORT.md``.
+
+    python benchmarks/report.py [--run] [--only MODEL ...] [--device cpu|gpu] [--quick]
+    bayeskit bench --all [...]                      (the same, from a checkout)
+
+Without ``--run`` the report is written from the results the benchmarks last saved. With it,
+each model's benchmark script runs first (in its own process, its output kept under
+``benchmarks/results/logs/``). Every table row is one case: our time, the peer's time, the
+ratio (peer / ours: above 1 we are faster), what each reached (accuracy, objective,
+agreement) and our compile time, apart. ``--device gpu`` runs the scripts with
+``JAX_PLATFORMS=cuda`` and records the device; peers stay where they run (CPU, R, Octave).
+``--quick`` passes each script its small settings where it has them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+# model: (script, its result file, arguments for --quick)
+SCRIPTS = {
+    "bsml": ("bench_bsml.py", "bsml.json", ["--only", "small", "restarts", "memory"]),
+    "sbmoe": ("bench_sbmoe.py", "sbmoe.json", ["--only", "fit"]),
+    "sparse_bayes": ("bench_sparse_bayes.py", "sparse_bayes.json", ["--sets", "10", "--splits", "10"]),
+    "lfrm": ("bench_lfrm.py", "lfrm.json", ["--sweeps", "20", "--numpy-sweeps", "1"]),
+    "glasso": ("bench_glasso.py", "glasso.json", ["--sizes", "100", "500", "--peer-budget", "30"]),
+    "hsic": ("bench_hsic.py", "hsic.json", ["--repeats", "1"]),
+    "robpca": ("bench_robpca.py", "robpca.json", []),
+    "sparse_pca": ("bench_sparse_pca.py", "sparse_pca.json", []),
+}
+
+
+def row(case, ours=None, peer=None, peer_s=None, accuracy="", compile_s=None) -> dict:
+    """One table row with the ratio peer_s / ours."""
+    ratio = peer_s / ours if ours and peer_s else None
+    return {"case": case, "ours": ours, "peer": peer, "peer_s": peer_s, "ratio": ratio, "accuracy": accuracy,
+            "compile_s": compile_s}
+
+
+def batch_row(case, batch_s, one_s) -> dict:
+    """A batched call against one fit of ours: its cost in fits, not a peer ratio."""
+    return row(case, batch_s, accuracy=f"costs {batch_s / one_s:.1f}x one fit ({one_s:.3g} s)")
+
+
+def rows_bsml(d):
+    out = []
+    if "tmc" in d:
+        t = d["tmc"]["bsml"]
+        out.append(row("TMC2007-500, R = 22, 500 iterations", t["train_seconds"], accuracy=f"Hamming {t['hamming_loss']:.4f}",
+                       compile_s=t["compile_seconds"]))
+    for name, r in d.get("small", {}).items():
+        ours, author = r["bsml"], r.get("author")
+        out.append(row(f"{name}, R = 6, 500 iterations", ours["train_seconds"], "author's Matlab (Octave)" if author else "author's Matlab: not run",
+                       author and author["train_seconds"],
+                       f"Hamming {ours['hamming_loss']:.4f}" + (f" / {author['hamming_loss']:.4f}" if author else ""),
+                       ours.get("compile_seconds")))
+    for name, r in d.get("restarts", {}).items():
+        out.append(batch_row(f"{name}: 8 vmapped restarts", r["eight_restarts_seconds"], r["one_fit_seconds"]))
+    return out
+
+
+def rows_sbmoe(d):
+    out = []
+    for name, c in d.get("cases", {}).items():
+        if c.get("case") == "restarts":
+            out.append(batch_row(f"4 vmapped restarts ({c['dtype']})", c["batch_of_4_seconds"], c["one_fit_seconds"]))
+        else:
+            out.append(row(f"N = {c['n']}, {c['sweeps']} sweeps ({c['dtype']})", c["seconds"],
+                           accuracy=f"ELBO {c['final_elbo']:.1f}; {100 * c['fraction_of_gemm_peak']:.0f}% of GEMM peak; {c['peak_rss_mib']:.0f} MiB",
+                           compile_s=c["compile_seconds"]))
+    return out
+
+
+def rows_sparse_bayes(d):
+    out = []
+    for noise, methods in d.get("batch", {}).items():
+        if not isinstance(methods, dict):
+            continue
+        peer = methods.get("fastrvm")
+        for m in ("RVM", "FLAP", "FLAP-sigma", "BLS"):
+            if m in methods:
+                r = methods[m]
+                out.append(row(f"sinc, noise {noise}: {m} (per fit, vmapped)", r["ms_per_fit"] / 1e3, "fastrvm" if peer else None,
+                               peer and peer["ms_per_fit"] / 1e3,
+                               f"RMSE {r['rmse_mean']:.4f}" + (f" / {peer['rmse_mean']:.4f}" if peer else ""), r.get("compile_s")))
+        if "kernlab" in methods and "RVM" in methods:
+            k = methods["kernlab"]
+            out.append(row(f"sinc, noise {noise}: RVM vs kernlab rvm", methods["RVM"]["ms_per_fit"] / 1e3, "R kernlab",
+                           k["ms_per_fit"] / 1e3, f"RMSE {methods['RVM']['rmse_mean']:.4f} / {k['rmse_mean']:.4f}"))
+    for n, r in d.get("large", {}).items():
+        out.append(row(f"sinc, N = {n}: RVM", r["ours_s"], "fastrvm", r.get("fastrvm_s"),
+                       f"RMSE {r['rmse']:.4f} / {r.get('fastrvm_rmse', float('nan')):.4f}", r.get("compile_s")))
+    if "diabetes" in d and "ours_bls" in d["diabetes"]:
+        db = d["diabetes"]
+        for peer, name in (("glmnet_cv", "R glmnet cv.glmnet"), ("sklearn_lassocv", "scikit-learn LassoCV")):
+            if peer in db:
+                out.append(row("diabetes, 100 splits: BLS (per fit)", db["ours_bls"]["s_per_fit"], name, db[peer]["s_per_fit"],
+                               f"RMSE {db['ours_bls']['rmse_mean']:.2f} / {db[peer]['rmse_mean']:.2f}", db["ours_bls"].get("compile_s")))
+    return out
+
+
+def rows_lfrm(d):
+    out = []
+    for name, c in d.get("cases", {}).items():
+        ours, numpy_ = c["ours_1_chain"], c["numpy_1_chain"]
+        out.append(row(f"{name}: seconds per sweep, 1 chain", ours["seconds_per_sweep"], "NumPy Gibbs (same algorithm)",
+                       numpy_["seconds_per_sweep"], f"ESS/s of the log joint {ours['ess_per_second']:.3f}", ours["compile_s"]))
+        four = c["ours_4_chains"]
+        out.append(row(f"{name}: seconds per chain-sweep, 4 vmapped chains", four["seconds_per_sweep"] / four["chains"],
+                       "NumPy Gibbs (same algorithm)", numpy_["seconds_per_sweep"], compile_s=four["compile_s"]))
+    return out
+
+
+def rows_glasso(d):
+    out = []
+    for s in d.get("sizes", []):
+        ours = s["bayeskit"]
+        for peer in ("R glasso", "scikit-learn"):
+            if peer in s and "seconds" in s[peer]:
+                out.append(row(f"p = {s['p']}, alpha = {s['alpha']}", ours["seconds"], peer, s[peer]["seconds"],
+                               f"KKT {ours['kkt']:.1e} / {s[peer].get('kkt', float('nan')):.1e}", ours.get("compile_seconds")))
+    path = d.get("path", {})
+    for name in ("path, warm-started", "vmap over alphas"):
+        if name in path:
+            out.append(batch_row(f"{path['n_alphas']}-penalty path ({name}), p = {path['p']}", path[name]["seconds"],
+                                 path["one fit"]["seconds"]))
+    return out
+
+
+def rows_hsic(d):
+    out = []
+    perm = d.get("permutation", {})
+    for name in ("independent", "dependent"):
+        if name in perm:
+            ours, hy = perm[name]["bayeskit"], perm[name]["hyppo"]
+            out.append(row(f"permutation test, m = {perm['m']}, {name} (per permutation)", ours["ms_per_permutation"] / 1e3,
+                           "hyppo", hy["ms_per_permutation"] / 1e3, f"p {ours['p_value']:.3f} / {hy['p_value']:.3f}",
+                           ours.get("compile_seconds")))
+    for m, g in d.get("gamma", {}).items():
+        peer = next((k for k in g if k.startswith("hyppo") and isinstance(g[k], dict)), None)
+        out.append(row(f"gamma test, m = {m}", g["bayeskit"]["seconds"], peer, peer and g[peer]["seconds"],
+                       f"p {g['bayeskit']['p_value']:.3g}", g["bayeskit"].get("compile_seconds")))
+    return out
+
+
+def rows_robpca(d):
+    out = []
+    for r in d.get("robpca", []):
+        if "rrcov" in r:
+            out.append(row(f"ROBPCA {r['data']}", r["bayeskit"]["seconds"], "R rrcov PcaHubert", r["rrcov"]["seconds"],
+                           f"largest angle {r['largest_angle_degrees']:.1f} deg, flags agree {100 * r['flag_agreement']:.0f}%",
+                           r["bayeskit"].get("compile_seconds")))
+    rep = d.get("replications")
+    if rep:
+        out.append(row(f"ROBPCA, {rep['n_replications']} vmapped replications (n = 100, p = 4)", rep["seconds"],
+                       compile_s=rep.get("compile_seconds")))
+    for m in d.get("mcd", []):
+        for peer in ("R covMcd", "scikit-learn"):
+            if peer in m:
+                out.append(row(f"FAST-MCD {m['n']} x {m['p']}", m["bayeskit"]["seconds"], peer, m[peer]["seconds"],
+                               f"raw log det {m['bayeskit']['raw_log_det']:.3f} / {m[peer]['raw_log_det']:.3f}",
+                               m["bayeskit"].get("compile_seconds")))
+    return out
+
+
+def rows_sparse_pca(d):
+    out = []
+    if "large" in d:
+        lg = d["large"]
+        out.append(row(f"{lg['shape'][0]} x {lg['shape'][1]} CSR, 5 components of cardinality 5", lg["seconds"],
+                       accuracy=f"planted topics recovered {lg['topics_recovered']}/5"))
+    if "sklearn" in d:
+        s = d["sklearn"]
+        out.append(row(f"{s['shape'][0]} x {s['shape'][1]}, one component of cardinality 5", s["bayeskit"]["seconds"],
+                       "scikit-learn SparsePCA (one fit at the found alpha)", s["scikit-learn"]["fit_seconds"],
+                       f"variance {s['bayeskit']['variance']:.2f} / {s['scikit-learn']['variance']:.2f}"))
+    return out
+
+
+EXTRACT = {name: globals()[f"rows_{name}"] for name in SCRIPTS}
+
+
+def run_benchmark(name: str, device: str, quick: bool) -> dict:
+    """Run one model's benchmark script in its own process; its output goes to a log."""
+    script, _, quick_args = SCRIPTS[name]
+    env = {**os.environ, "JAX_PLATFORMS": "cuda" if device == "gpu" else "cpu"}
+    (RESULTS / "logs").mkdir(parents=True, exist_ok=True)
+    log = RESULTS / "logs" / f"{name}.log"
+    t = time.perf_counter()
+    with open(log, "w") as f:
+        rc = subprocess.call([sys.executable, str(HERE / script), *(quick_args if quick else [])], stdout=f,
+                             stderr=subprocess.STDOUT, env=env, cwd=HERE.parent)
+    return {"returncode": rc, "seconds": time.perf_counter() - t, "log": _shown(log)}
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the checkout when it is inside it."""
+    return str(path.relative_to(HERE.parent)) if path.is_relative_to(HERE.parent) else str(path)
+
+
+def machine(device: str) -> str:
+    import jax
+
+    devices = ", ".join(sorted({d.device_kind for d in jax.devices()}))
+    return (f"{platform.platform()}; {os.cpu_count()} CPU cores; Python {platform.python_version()}; "
+            f"jax {jax.__version__}; devices: {devices} ({device} run)")
+
+
+def fmt(x, unit=" s"):
+    if x is None:
+        return "—"
+    return f"{x:.3g}{unit}"
+
+
+def report(names, runs: dict, device: str) -> str:
+    lines = ["# bayeskit performance report", "",
+             f"Written {datetime.date.today().isoformat()} by `benchmarks/report.py`.", "",
+             f"Machine: {machine(device)}.", "",
+             "Ratio = peer's time / our time (above 1: bayeskit is faster). Our times exclude "
+             "compilation, which is listed apart. Each model's numbers come from one run of its "
+             "benchmark script, peers included; the script's docstring says what is timed.", ""]
+    for name in names:
+        script, result_file, _ = SCRIPTS[name]
+        lines += [f"## {name} (`benchmarks/{script}`)", ""]
+        run = runs.get(name)
+        if run:
+            lines += [f"Run now: exit status {run['returncode']}, {run['seconds']:.0f} s, log `{run['log']}`.", ""]
+        path = RESULTS / result_file
+        if not path.exists():
+            lines += [f"No results: `{_shown(path)}` is missing (run `python benchmarks/{script}`).", ""]
+            continue
+        data = json.loads(path.read_text())
+        stamp = data.get("date") or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
+        where = data.get("machine", "an unrecorded machine")
+        where = where.get("platform", str(where)) if isinstance(where, dict) else where
+        lines += [f"Results of {stamp} on {where}.", ""]
+        try:
+            rows = EXTRACT[name](data)
+        except (KeyError, TypeError, ValueError) as e:
+            lines += [f"The results file has an unexpected layout ({type(e).__name__}: {e}).", ""]
+            continue
+        lines += ["| case | ours | peer | peer's time | ratio | reached (ours / peer) | compile |", "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+            lines.append(f"| {r['case']} | {fmt(r['ours'])} | {r['peer'] or '—'} | {fmt(r['peer_s'])} | {ratio} | "
+                         f"{r['accuracy'] or '—'} | {fmt(r['compile_s'])} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", action="store_true", help="run the benchmark scripts first")
+    parser.add_argument("--only", nargs="+", choices=list(SCRIPTS), default=list(SCRIPTS))
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--quick", action="store_true", help="the scripts' small settings")
+    parser.add_argument("--out", default=str(RESULTS / "REPORT.md"))
+    args = parser.parse_args(argv)
+    if args.device == "gpu":
+        os.environ["JAX_PLATFORMS"] = "cuda"
+    runs = {}
+    if args.run:
+        for name in args.only:
+            print(f"== {name}", flush=True)
+            runs[name] = run_benchmark(name, args.device, args.quick)
+            print(f"   exit {runs[name]['returncode']} after {runs[name]['seconds']:.0f} s", flush=True)
+    text = report(args.only, runs, args.device)
+    Path(args.out).write_text(text + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
