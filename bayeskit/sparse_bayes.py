@@ -313,7 +313,7 @@ def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
     e_j = jnp.arange(k) == j
     e_m = jnp.arange(state.gamma.shape[0]) == m
     if data.gram is None:  # Phi' phi_m
-        g = jax.lax.cond(add, lambda: data.Phi.T @ data.Phi[:, m], lambda: state.G[j])
+        g = jax.lax.cond(add, lambda: data.Phi[:, m] @ data.Phi, lambda: state.G[j])
     else:
         g = data.gram[m]
     Sj, Sjj = state.Sigma[:, j], state.Sigma[j, j]
@@ -449,7 +449,7 @@ def init(data: Data, hparams: Hyperparams) -> State:
     state = State(gamma=jnp.zeros(m, dtype).at[first].set(gamma0), slot=jnp.full(m, k, jnp.int32).at[first].set(0),
                   basis=jnp.zeros(k, jnp.int32).at[0].set(first), used=jnp.zeros(k, bool).at[0].set(True),
                   Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
-                  G=jnp.zeros((k, m), dtype).at[0].set(data.Phi.T @ data.Phi[:, first]),
+                  G=jnp.zeros((k, m), dtype).at[0].set(data.Phi[:, first] @ data.Phi),
                   S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
                   log_evidence=jnp.zeros((), dtype),
                   iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
