@@ -256,7 +256,27 @@ def report(names, runs: dict, device: str) -> str:
             lines.append(f"| {r['case']} | {fmt(r['ours'])} | {r['peer'] or '—'} | {fmt(r['peer_s'])} | {ratio} | "
                          f"{r['accuracy'] or '—'} | {fmt(r['compile_s'])} |")
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines + scaling_section())
+
+
+def scaling_section() -> list[str]:
+    """The fitted slopes of ``benchmarks/scaling.py`` beside the stated complexities."""
+    path = RESULTS / "scaling.json"
+    if not path.exists():
+        return ["## Scaling", "", "No results: run `python benchmarks/scaling.py`.", ""]
+    data = json.loads(path.read_text())
+    lines = ["## Scaling (`benchmarks/scaling.py`, `results/scaling.png`)", "",
+             f"Results of {data['date']} on {data['machine']}. Log-log slopes over the largest three sizes; "
+             "memory is XLA's planned bytes of the compiled call.", "",
+             "| case | sizes | time slope (stated) | memory slope (stated) | largest: time, memory |", "|---|---|---|---|---|"]
+    for name, c in data["cases"].items():
+        last = c["rows"][-1]
+        flag = lambda steeper: " **steeper**" if steeper else ""  # noqa: E731
+        lines.append(f"| {name} | {', '.join(str(r['size']) for r in c['rows'])} | {c['time_slope']:.2f} "
+                     f"({c['stated_time_exponent']}){flag(c['time_steeper'])} | {c['memory_slope']:.2f} "
+                     f"({c['stated_memory_exponent']}){flag(c['memory_steeper'])} | {last['seconds']:.3g} s, "
+                     f"{last['xla_bytes'] / 2**20:.1f} MiB |")
+    return lines + [""]
 
 
 def main(argv=None) -> int:
