@@ -13,7 +13,6 @@ values were not available to us; none are printed. Quick: 10 data sets at SNR 1 
 
 from __future__ import annotations
 
-import numpy as np
 
 from ..datasets import bump_datasets
 from .sparse_bayes_sinc import (METHODS, batch_fitter, fastrvm_batch, fits_figure, report, run_batch, summarise,
