@@ -123,7 +123,7 @@ def sweep(
     if not any(batched):
         raise ValueError("nothing is batched: pass keys, or a data set or hyperparameters with in_axes 0.")
 
-    key_impl, args = _unwrap_keys(args)
+    args = _unwrap_keys(args)
     n = _batch_size(args, batched)
     n_shards = mesh.devices.size
     if process_local:
@@ -140,7 +140,7 @@ def sweep(
         _place(a, NamedSharding(mesh, spec if b else PartitionSpec()), padded - n if b else 0, process_local and b)
         for a, b in zip(args, batched)
     )
-    compiled = _compiled(fit_fn, mesh, batched, tuple(key_impl), keys is not None, hparams is not None, chunk_size)
+    compiled = _compiled(fit_fn, mesh, batched, keys is not None, hparams is not None, chunk_size)
     out = compiled(*placed)
     out = _gather(out)
     if process_local:
@@ -150,17 +150,15 @@ def sweep(
     return Swept(_wrap_keys(out), _status(out))
 
 
-def _unwrap_keys(args):
-    """Replace key arrays by their raw data (placeable like any array); remember the impl."""
-    impls = []
+def _unwrap_keys(tree):
+    """Key arrays replaced by their raw data (placeable like any array) and their impl."""
 
     def unwrap(x):
         if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            impls.append(str(jax.random.key_impl(x)))
             return _KeyData(jax.random.key_data(x), str(jax.random.key_impl(x)))
         return x
 
-    return impls, jax.tree.map(unwrap, args)
+    return jax.tree.map(unwrap, tree)
 
 
 class _KeyData(eqx.Module):
@@ -188,13 +186,12 @@ def _place(tree, sharding: NamedSharding, pad: int, local: bool):
     """Put every leaf on the mesh, padding a batched leaf with copies of its first row."""
 
     def one(x):
+        xp = jnp if jax.process_count() == 1 else np  # several processes build global arrays from host data
+        x = xp.asarray(x)
         if pad:
-            x = jnp.concatenate([x, jnp.repeat(jnp.asarray(x)[:1], pad, 0)]) if jax.process_count() == 1 else np.concatenate(
-                [np.asarray(x), np.repeat(np.asarray(x)[:1], pad, 0)]
-            )
-        if jax.process_count() == 1:
+            x = xp.concatenate([x, xp.repeat(x[:1], pad, 0)])
+        if xp is jnp:
             return jax.device_put(x, sharding)
-        x = np.asarray(x)
         if local:
             return jax.make_array_from_process_local_data(sharding, x)
         return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
@@ -203,16 +200,14 @@ def _place(tree, sharding: NamedSharding, pad: int, local: bool):
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(fit_fn, mesh, batched, key_impls, has_keys, has_hparams, chunk_size):
-    """``jit(shard_map(per-device chunked vmap of fit_fn))``, cached per setting."""
-    del key_impls  # part of the cache key only: the impls travel in the _KeyData leaves
+def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size):
+    """``jit(shard_map(per-device chunked vmap of fit_fn))``, cached per setting (a key's
+    impl is a static field of its ``_KeyData``, so jit tells impls apart)."""
 
     def call(*args):
-        args = jax.tree.map(lambda x: jax.random.wrap_key_data(x.data, impl=x.impl) if _is_key_data(x) else x, args,
-                            is_leaf=_is_key_data)
-        key, *data, hp = args
+        key, *data, hp = _wrap_keys(args)
         out = fit_fn(*([key] if has_keys else []), *data, *([hp] if has_hparams else []))
-        return _unwrap_keys(out)[1]
+        return _unwrap_keys(out)
 
     def per_device(*args):
         mapped = [a for a, b in zip(args, batched) if b]
@@ -234,8 +229,9 @@ def _gather(out):
     return multihost_utils.process_allgather(out, tiled=True)
 
 
-def _wrap_keys(out):
-    return jax.tree.map(lambda x: jax.random.wrap_key_data(x.data, impl=x.impl) if _is_key_data(x) else x, out,
+def _wrap_keys(tree):
+    """The inverse of :func:`_unwrap_keys`."""
+    return jax.tree.map(lambda x: jax.random.wrap_key_data(x.data, impl=x.impl) if _is_key_data(x) else x, tree,
                         is_leaf=_is_key_data)
 
 
