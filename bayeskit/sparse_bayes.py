@@ -122,16 +122,19 @@ class Hyperparams(eqx.Module):
 
 
 class Data(eqx.Module):
-    """The normalised problem: ``Phi`` (N, M) with unit columns (zero columns stay zero
-    and are never added: ``alive`` marks the others), ``scale`` (M,) the original column
-    norms, ``y`` (N,),
-    ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y (var(y), or mean(y^2) when y is
-    constant), ``gram`` = Phi' Phi when M is at most ``GRAM_MAX`` (else the column an
-    addition needs is computed then)."""
+    """The normalised problem. ``Phi`` (N, M) is the basis as given; the engine works
+    with its unit columns Phi diag(``inv_scale``) without storing them (a second N x M
+    copy), ``inv_scale`` being one over the column norms and zero on zero columns, which
+    are never added (``alive`` marks the others); ``scale`` (M,) the column norms (one on
+    zero columns), ``y`` (N,), ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y
+    (var(y), or mean(y^2) when y is constant), ``gram`` = Phi' Phi when M is at most
+    ``GRAM_MAX`` (else the column an addition needs is computed then); Phi here and in
+    the engine's statistics always means the unit-column basis."""
 
     Phi: Float[Array, "n m"]
     alive: Bool[Array, " m"]
     scale: Float[Array, " m"]
+    inv_scale: Float[Array, " m"]
     y: Float[Array, " n"]
     Phi_y: Float[Array, " m"]
     y_var: Float[Array, ""]
@@ -196,12 +199,24 @@ def as_data(Phi, y) -> Data:
     norm = jnp.sqrt(jnp.sum(Phi * Phi, axis=0))
     alive = norm > jnp.finfo(Phi.dtype).tiny ** 0.5
     scale = jnp.where(alive, norm, 1.0)
-    Phi = jnp.where(alive, Phi / scale, 0.0)
+    inv_scale = jnp.where(alive, 1.0 / scale, 0.0)
     var = jnp.var(y)
     mean_sq = jnp.mean(y * y)
     y_var = jnp.where(var > 1e-12 * mean_sq, var, jnp.where(mean_sq > 0, mean_sq, 1.0))
-    gram = Phi.T @ Phi if Phi.shape[1] <= GRAM_MAX else None
-    return Data(Phi, alive, scale, y, Phi.T @ y, y_var, gram)
+    gram = (Phi.T @ Phi) * jnp.outer(inv_scale, inv_scale) if Phi.shape[1] <= GRAM_MAX else None
+    return Data(Phi, alive, scale, inv_scale, y, (y @ Phi) * inv_scale, y_var, gram)
+
+
+def unit_basis(data: Data) -> Float[Array, "n m"]:
+    """The unit-column basis Phi diag(inv_scale) as one array (the engine never forms it)."""
+    return data.Phi * data.inv_scale
+
+
+def _cross(data: Data, m) -> Float[Array, " m"]:
+    """Row m of the unit-column Gram matrix, phi_m' Phi, from one pass over the basis
+    (``phi_m @ Phi`` rather than ``Phi.T @ phi_m``, which XLA would serve with a
+    transposed copy of the basis)."""
+    return (data.Phi[:, m] @ data.Phi) * (data.inv_scale[m] * data.inv_scale)
 
 
 # ------------------------------------------------------------------ per-basis updates
@@ -313,7 +328,7 @@ def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
     e_j = jnp.arange(k) == j
     e_m = jnp.arange(state.gamma.shape[0]) == m
     if data.gram is None:  # Phi' phi_m
-        g = jax.lax.cond(add, lambda: data.Phi[:, m] @ data.Phi, lambda: state.G[j])
+        g = jax.lax.cond(add, lambda: _cross(data, m), lambda: state.G[j])
     else:
         g = data.gram[m]
     Sj, Sjj = state.Sigma[:, j], state.Sigma[j, j]
@@ -449,7 +464,7 @@ def init(data: Data, hparams: Hyperparams) -> State:
     state = State(gamma=jnp.zeros(m, dtype).at[first].set(gamma0), slot=jnp.full(m, k, jnp.int32).at[first].set(0),
                   basis=jnp.zeros(k, jnp.int32).at[0].set(first), used=jnp.zeros(k, bool).at[0].set(True),
                   Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
-                  G=jnp.zeros((k, m), dtype).at[0].set(data.Phi[:, first] @ data.Phi),
+                  G=jnp.zeros((k, m), dtype).at[0].set(_cross(data, first)),
                   S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
                   log_evidence=jnp.zeros((), dtype),
                   iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
@@ -544,5 +559,5 @@ def predict_inputs(state: State, X_new, basis_rows, scale, *, noise: bool = True
     return map_blocks(lambda x: predict(state, basis_rows(x), scale, noise=noise), X_new, chunk_size)
 
 
-__all__ = ["Hyperparams", "State", "Data", "design", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
+__all__ = ["Hyperparams", "State", "Data", "design", "unit_basis", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
            "init", "fit", "weights", "relevance", "predict", "predict_inputs", "refresh", "candidates", "move", "noise_reestimate"]
