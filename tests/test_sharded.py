@@ -109,3 +109,20 @@ def test_dependence_hsic_tests():
     y = x ** 2 + 0.5 * rng.normal(size=x.shape)
     check(lambda k, a, b: hsic.test(k, a, b, method="gamma").p_value, keys(), (x, y))
     check(lambda k, a, b: hsic.test(k, a, b, method="permutation", n_permutations=50).p_value, keys(), (x, y))
+
+
+def test_mcmc_chains_spread_over_devices():
+    """Vectorised chains (here 3 LFRM restarts) are laid over as many devices as divide
+    their number, and each equals its chain run alone (numpyro gives chain c the key
+    split(key, 3)[c])."""
+    rng = np.random.default_rng(6)
+    truth = np.repeat(np.arange(2), 6)
+    Y = (rng.random((12, 12)) < np.where(truth[:, None] == truth, 0.8, 0.1)).astype(np.int8)
+    hp, key = lfrm.Hyperparams(k_max=6), jax.random.key(7)
+    run = lambda k, c: lfrm.sample_posterior(k, Y, None, hp, num_warmup=2, num_samples=3, num_chains=c)  # noqa: E731
+    together = run(key, 3)
+    assert len(together["W"].sharding.device_set) == 3
+    for c, k in enumerate(jax.random.split(key, 3)):
+        alone = run(k, 1)
+        np.testing.assert_array_equal(np.asarray(together["Z"])[c], np.asarray(alone["Z"])[0])
+        np.testing.assert_allclose(np.asarray(together["W"])[c], np.asarray(alone["W"])[0], rtol=1e-9, atol=1e-12)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.infer.mcmc import MCMCKernel
 
 
@@ -29,7 +30,11 @@ class VectorisedKernel(MCMCKernel):
     leading chain axis, as numpyro's own kernels expect). With ``data_per_chain`` every
     model argument has a leading chain axis too, so each chain runs on its own data set
     (independent models in one vectorised call). The state's ``sample`` property is what
-    each draw records; ``self.num_warmup`` is known to ``step_one``."""
+    each draw records; ``self.num_warmup`` is known to ``step_one``.
+
+    On several local devices the batched state's chain axis is laid over them (a
+    ``NamedSharding`` constraint on every init and step), so XLA runs each device's share
+    of the chains there: restarts scale out with no change to the caller."""
 
     sample_field = "sample"
 
@@ -56,14 +61,26 @@ class VectorisedKernel(MCMCKernel):
             return self.init_one(rng_key, init_params, *self._one_chain(model_args))
         data_axes = (0 if self.data_per_chain else None,) * len(model_args)
         if init_params is None:
-            return jax.vmap(lambda k, *a: self.init_one(k, None, *a), (0, *data_axes))(rng_key, *model_args)
-        return jax.vmap(lambda k, p, *a: self.init_one(k, p, *a), (0, 0, *data_axes))(rng_key, init_params, *model_args)
+            return _spread(jax.vmap(lambda k, *a: self.init_one(k, None, *a), (0, *data_axes))(rng_key, *model_args))
+        return _spread(jax.vmap(lambda k, p, *a: self.init_one(k, p, *a), (0, 0, *data_axes))(rng_key, init_params, *model_args))
 
     def sample(self, state, model_args, model_kwargs):
         if not self._batched:
             return self.step_one(state, *self._one_chain(model_args))
         data_axes = (0 if self.data_per_chain else None,) * len(model_args)
-        return jax.vmap(lambda s, *a: self.step_one(s, *a), (0, *data_axes))(state, *model_args)
+        return _spread(jax.vmap(lambda s, *a: self.step_one(s, *a), (0, *data_axes))(state, *model_args))
+
+
+def _spread(state):
+    """Constrain a batch of chain states to lie along this process's devices: axis 0 split
+    over the most devices that divide the number of chains evenly; the identity on one."""
+    devices = jax.local_devices()
+    n_chains = jax.tree.leaves(state)[0].shape[0]
+    n = max(d for d in range(1, len(devices) + 1) if n_chains % d == 0)
+    if n == 1:
+        return state
+    sharding = NamedSharding(Mesh(np.asarray(devices[:n]), ("chain",)), PartitionSpec("chain"))
+    return jax.lax.with_sharding_constraint(state, sharding)
 
 
 def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_samples: int, num_chains: int = 1,

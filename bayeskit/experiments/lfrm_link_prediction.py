@@ -8,7 +8,7 @@ class have no AUC and are left out of the average). NIPS has one relation, so on
 Protocol (the paper leaves it open; fixed here): for each data set, 20% of the observed
 off-diagonal cells are held out at random (seed 0); the diagonal is never used; for the
 undirected NIPS network unordered pairs are held out and each counts once. Restarts run
-as vectorised chains (MMSB: vectorised random starts); each chain's predictive
+as vectorised chains laid over the devices (MMSB: random starts as one ``bayeskit.sweep``); each chain's predictive
 probabilities are averaged over its retained draws and the AUC is reported as mean and
 spread over restarts. On countries the LFRM has the paper's sender and receiver
 covariates, the 111 country features (centred; a missing feature at its mean), each
@@ -34,6 +34,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from .. import irm, lfrm, mmsb
+from ..core.sweep import sweep
 from ..datasets import holdout_split, load_relational
 from .common import print_table, write_json
 
@@ -103,14 +104,14 @@ def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
 
 
 def _mmsb_fit(keys, Y, train, n_blocks, symmetric, single, max_iter):
-    """MMSB fits for a batch of keys (restarts), each relation separately when ``single``;
-    states with leading (restart[, relation]) axes."""
+    """MMSB fits for a batch of keys (restarts, one ``bayeskit.sweep`` over the devices),
+    each relation separately when ``single``; states with leading (restart[, relation]) axes."""
     hp = mmsb.Hyperparams(n_blocks=n_blocks, symmetric=symmetric, estimate_alpha=False, alpha=MMSB_ALPHA)
     fit = lambda k, y, m: mmsb.fit(k, y, m, hp, max_iter=max_iter, throw=False)
     if single:
         one = fit
         fit = lambda k, y, m: jax.vmap(one, (None, 0, 0))(k, y[:, None], m[:, None])
-    return jax.vmap(fit, (0, None, None))(keys, Y, train)
+    return sweep(fit, keys, (Y, train), in_axes=(None, None)).results
 
 
 def _mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
