@@ -2,7 +2,7 @@
 
     bayeskit reproduce [--quick] [--only NAME ...] [--out DIR] [--seed N]
     bayeskit list
-    bayeskit bench (--all | --only MODEL ... | --report) [--device cpu|gpu] [--quick]
+    bayeskit bench (--all | --only MODEL ... | --report) [--device cpu|gpu] [--quick] [--bsml-peer PATH]
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--report", action="store_true", help="only write the report from the saved results")
     bench.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     bench.add_argument("--quick", action="store_true", help="the benchmarks' small settings")
+    bench.add_argument("--bsml-peer", metavar="PATH", help="a checkout of the BSML author's Matlab code "
+                       "(mehmetgonen/bssml), run under Octave beside ours; skipped when absent")
     bench.add_argument("--benchmarks", default=None, help="the checkout's benchmarks/ folder (default: found from here)")
     args = parser.parse_args(argv)
     if args.command == "bench":
@@ -77,6 +79,7 @@ def _bench(parser, args) -> int:
         if not any(d.platform == "gpu" for d in jax.devices()):
             parser.error("--device gpu: JAX sees no GPU here (install jax[cuda12] on a machine with one)")
     cmd = [sys.executable, str(script), "--device", args.device] + (["--quick"] if args.quick else [])
+    cmd += ["--bsml-peer", args.bsml_peer] if args.bsml_peer else []
     if not args.report:
         cmd += ["--run"] + (["--only", *args.only] if args.only else [])
     return subprocess.call(cmd)

@@ -1,7 +1,7 @@
 """One performance report for every model: run the speed benchmarks against their peers, in
 one run, and write ``benchmarks/results/REPORT.md``.
 
-    python benchmarks/report.py [--run] [--only MODEL ...] [--device cpu|gpu] [--quick]
+    python benchmarks/report.py [--run] [--only MODEL ...] [--device cpu|gpu] [--quick] [--bsml-peer PATH]
     bayeskit bench --all [...]                      (the same, from a checkout)
 
 Without ``--run`` the report is written from the results the benchmarks last saved. With it,
@@ -10,7 +10,8 @@ each model's benchmark script runs first (in its own process, its output kept un
 ratio (peer / ours: above 1 we are faster), what each reached (accuracy, objective,
 agreement) and our compile time, apart. ``--device gpu`` runs the scripts with
 ``JAX_PLATFORMS=cuda`` and records the device; peers stay where they run (CPU, R, Octave).
-``--quick`` passes each script its small settings where it has them.
+``--quick`` passes each script its small settings where it has them. ``--bsml-peer`` is a
+checkout of the BSML author's code (``mehmetgonen/bssml``), timed under Octave beside ours.
 """
 
 from __future__ import annotations
@@ -191,15 +192,16 @@ def rows_sparse_pca(d):
 EXTRACT = {name: globals()[f"rows_{name}"] for name in SCRIPTS}
 
 
-def run_benchmark(name: str, device: str, quick: bool) -> dict:
+def run_benchmark(name: str, device: str, quick: bool, bsml_peer: str | None = None) -> dict:
     """Run one model's benchmark script in its own process; its output goes to a log."""
     script, _, quick_args = SCRIPTS[name]
+    extra = ["--peer", bsml_peer] if name == "bsml" and bsml_peer else []
     env = {**os.environ, "JAX_PLATFORMS": "cuda" if device == "gpu" else "cpu"}
     (RESULTS / "logs").mkdir(parents=True, exist_ok=True)
     log = RESULTS / "logs" / f"{name}.log"
     t = time.perf_counter()
     with open(log, "w") as f:
-        rc = subprocess.call([sys.executable, str(HERE / script), *(quick_args if quick else [])], stdout=f,
+        rc = subprocess.call([sys.executable, str(HERE / script), *(quick_args if quick else []), *extra], stdout=f,
                              stderr=subprocess.STDOUT, env=env, cwd=HERE.parent)
     return {"returncode": rc, "seconds": time.perf_counter() - t, "log": _shown(log)}
 
@@ -285,6 +287,7 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", choices=list(SCRIPTS), default=list(SCRIPTS))
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--quick", action="store_true", help="the scripts' small settings")
+    parser.add_argument("--bsml-peer", metavar="PATH", help="the BSML author's code (mehmetgonen/bssml), run under Octave")
     parser.add_argument("--out", default=str(RESULTS / "REPORT.md"))
     args = parser.parse_args(argv)
     if args.device == "gpu":
@@ -293,7 +296,7 @@ def main(argv=None) -> int:
     if args.run:
         for name in args.only:
             print(f"== {name}", flush=True)
-            runs[name] = run_benchmark(name, args.device, args.quick)
+            runs[name] = run_benchmark(name, args.device, args.quick, args.bsml_peer)
             print(f"   exit {runs[name]['returncode']} after {runs[name]['seconds']:.0f} s", flush=True)
     text = report(args.only, runs, args.device)
     Path(args.out).write_text(text + "\n")
