@@ -123,13 +123,14 @@ def main() -> None:
         print(json.dumps(run_case(args.case, args.dtype)))
         return
     results = {"machine": platform.platform(), "python": platform.python_version(), "cases": {}}
+    started = time.strftime("%Y-%m-%d %H:%M:%S")  # marks this run's cases among those kept from earlier runs
     for case in args.only:
         proc = subprocess.run([sys.executable, __file__, "--case", case, "--dtype", args.dtype], capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{case}: failed\n{proc.stderr[-2000:]}")
             continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        results["cases"][f"{case}_{args.dtype}"] = r
+        results["cases"][f"{case}_{args.dtype}"] = {**r, "run": started, "machine": platform.platform()}
         if case == "fit":
             print(f"fit N=2000 C=64 20x50 ({args.dtype}): {r['seconds']:.1f} s after {r['compile_seconds']:.1f} s compile "
                   f"(target <= 120 s); peak RSS {r['peak_rss_mib']:.0f} MiB; {r['achieved_gflops_per_s']:.1f} GFLOP/s = "

@@ -72,12 +72,15 @@ def rows_bsml(d):
 
 
 def rows_sbmoe(d):
+    """The cases of the last run, and any kept from an earlier one (another dtype), marked."""
     out = []
+    runs = [c["run"] for c in d.get("cases", {}).values() if "run" in c]
     for name, c in d.get("cases", {}).items():
+        earlier = " (earlier run)" if runs and c.get("run") != max(runs) else ""
         if c.get("case") == "restarts":
-            out.append(batch_row(f"4 vmapped restarts ({c['dtype']})", c["batch_of_4_seconds"], c["one_fit_seconds"]))
+            out.append(batch_row(f"4 vmapped restarts ({c['dtype']}){earlier}", c["batch_of_4_seconds"], c["one_fit_seconds"]))
         else:
-            out.append(row(f"N = {c['n']}, {c['sweeps']} sweeps ({c['dtype']})", c["seconds"],
+            out.append(row(f"N = {c['n']}, {c['sweeps']} sweeps ({c['dtype']}){earlier}", c["seconds"],
                            accuracy=f"ELBO {c['final_elbo']:.1f}; {100 * c['fraction_of_gemm_peak']:.0f}% of GEMM peak; {c['peak_rss_mib']:.0f} MiB",
                            compile_s=c["compile_seconds"]))
     return out
