@@ -10,9 +10,9 @@ from abc import abstractmethod
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer import MCMC
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.infer.mcmc import MCMCKernel
 
 
