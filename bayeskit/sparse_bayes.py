@@ -122,14 +122,13 @@ class Hyperparams(eqx.Module):
 
 
 class Data(eqx.Module):
-    """The normalised problem. ``Phi`` (N, M) is the basis as given; the engine works
-    with its unit columns Phi diag(``inv_scale``) without storing them (a second N x M
-    copy), ``inv_scale`` being one over the column norms and zero on zero columns, which
-    are never added (``alive`` marks the others); ``scale`` (M,) the column norms (one on
-    zero columns), ``y`` (N,), ``Phi_y`` = Phi' y, ``y_var`` the variance scale of y
-    (var(y), or mean(y^2) when y is constant), ``gram`` = Phi' Phi when M is at most
-    ``GRAM_MAX`` (else the column an addition needs is computed then); Phi here and in
-    the engine's statistics always means the unit-column basis."""
+    """The problem with unit-norm basis columns, kept implicit. ``Phi`` (N, M) is the basis
+    as given and ``inv_scale`` (M,) one over its column norms (zero on zero columns, which
+    ``alive`` excludes from ever being added): the engine's Phi is Phi diag(inv_scale),
+    never stored as a second N x M array (:func:`unit_basis` forms it). ``scale`` (M,) the
+    column norms (one on zero columns), ``y`` (N,), ``Phi_y`` = Phi' y, ``y_var`` the
+    variance scale of y (var(y), or mean(y^2) when y is constant), ``gram`` = Phi' Phi
+    when M is at most ``GRAM_MAX`` (else the row an addition needs is computed then)."""
 
     Phi: Float[Array, "n m"]
     alive: Bool[Array, " m"]
