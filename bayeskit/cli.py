@@ -19,6 +19,9 @@ def _enable_x64() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bayeskit.core.xla import use_safe_cpu_scheduler
+
+    use_safe_cpu_scheduler()  # before JAX starts its backend; the subprocesses of `bench` inherit it
     parser = argparse.ArgumentParser(prog="bayeskit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run the papers' experiments and print ours beside the paper's numbers")
@@ -42,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return _bench(parser, args)
 
-    from .experiments import EXPERIMENTS
+    from bayeskit.experiments import EXPERIMENTS, load_experiment, summary
 
     if args.command == "list":
-        for name, module in EXPERIMENTS.items():
-            print(f"{name}: {module.__doc__.strip().splitlines()[0]}")
+        for name in EXPERIMENTS:
+            print(f"{name}: {summary(name)}")
         return 0
     names = args.only or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -56,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         start = time.perf_counter()
         print(f"== {name} ({'quick' if args.quick else 'full'}) ==", flush=True)
-        EXPERIMENTS[name].run(args.out, quick=args.quick, seed=args.seed)
+        load_experiment(name).run(args.out, quick=args.quick, seed=args.seed)
         print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {args.out}/", flush=True)
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import bsml
+from bayeskit.multilabel import bsml
 
 __all__ = ["plot_embedding", "plot_bsml_embedding", "plot_ard_relevance", "plot_outlier_map", "plot_tolerance_ellipse"]
 
@@ -136,7 +136,7 @@ def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
 
     Parameters
     ----------
-    state : bayeskit.bsml.State
+    state : bayeskit.multilabel.bsml.State
         A fitted state with ``n_components = 2`` (``result.state`` or
         ``BSMLClassifier.state_``).
     X : array of shape (n_samples, n_features)
@@ -165,12 +165,12 @@ def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
 def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
     """Bar chart (log scale) of ``E[q_s'q_s]`` per dimension of a BSML(+ARD) fit.
 
-    Dimensions that survive (:func:`bayeskit.bsml.active_components` with
+    Dimensions that survive (:func:`bayeskit.multilabel.bsml.active_components` with
     ``threshold``) are drawn in colour, switched-off ones in grey.
 
     Parameters
     ----------
-    state : bayeskit.bsml.State
+    state : bayeskit.multilabel.bsml.State
     ax : matplotlib Axes, optional
     threshold : float
         Relative relevance below which a dimension counts as switched off.

@@ -31,9 +31,9 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 
 import bayeskit
-from bayeskit import bsml
 from bayeskit.datasets import load_mulan
 from bayeskit.experiments.common import fit_bsml, fit_probit, fit_projection_probit
+from bayeskit.multilabel import bsml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -1,10 +1,10 @@
-"""Graphical lasso: bayeskit.glasso against scikit-learn's ``graphical_lasso`` and, when R is
+"""Graphical lasso: bayeskit.covariance.glasso against scikit-learn's ``graphical_lasso`` and, when R is
 present, R glasso (``bash benchmarks/setup_r_peers.sh``), in one run.
 
 Problems: a sparse, well-conditioned precision with about two random edges per variable
 (weights +-[0.2, 0.4], made diagonally dominant, unit diagonal), n = 2p draws, the
 empirical covariance S; alpha = 0.1, the diagonal unpenalised (penalize.diagonal = FALSE
-in R). Every solver is judged by the same KKT residual (``bayeskit.glasso.kkt_residual``,
+in R). Every solver is judged by the same KKT residual (``bayeskit.covariance.glasso.kkt_residual``,
 the largest violation of the optimality conditions): ours runs to residual <= 1e-4; each
 peer runs at a decreasing sequence of its own tolerances and is timed at the first one
 that reaches 1e-4 (the row says which). Times after compilation; compile time apart.
@@ -31,7 +31,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from bayeskit import glasso  # noqa: E402
+from bayeskit.covariance import glasso  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peers_r  # noqa: E402

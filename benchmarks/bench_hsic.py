@@ -1,4 +1,4 @@
-"""HSIC independence tests: bayeskit.hsic against hyppo's ``Hsic`` (``pip install hyppo``;
+"""HSIC independence tests: bayeskit.covariance.hsic against hyppo's ``Hsic`` (``pip install hyppo``;
 skipped with a message when absent) and, when R has it, dHSIC, in one run.
 
 Data: x ~ N(0, 1) and y = x^2 + 0.5 N(0, 1) (dependent) or y ~ N(0, 1) (independent), one
@@ -36,7 +36,7 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
-from bayeskit import hsic  # noqa: E402
+from bayeskit.covariance import hsic  # noqa: E402
 
 PARTS = ("permutation", "gamma", "rff", "dhsic")
 

@@ -33,9 +33,10 @@ import numpy as np
 from numpyro.diagnostics import effective_sample_size
 from scipy.special import expit, gammaln
 
-from bayeskit import lfrm
 from bayeskit.datasets import holdout_split, load_relational
-from bayeskit.lfrm import gibbs
+from bayeskit.relational import data as relational_data
+from bayeskit.relational import lfrm
+from bayeskit.relational.lfrm import gibbs
 
 HERE = Path(__file__).resolve().parent
 SETTINGS = {"kinship": dict(k_max=16, symmetric=False), "nips234": dict(k_max=48, symmetric=True)}
@@ -48,7 +49,7 @@ def problem(name: str):
         Y, mask = Y[None], mask[None]
     hp = lfrm.Hyperparams(**SETTINGS[name])
     train, _ = holdout_split(Y, mask, hp.symmetric)
-    return lfrm.as_data(Y, train, hp.symmetric), hp
+    return relational_data.as_data(Y, train, hp.symmetric), hp
 
 
 # ------------------------------------------------------------------ the NumPy sweep

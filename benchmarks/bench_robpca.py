@@ -32,8 +32,8 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import bayeskit  # noqa: E402
-from bayeskit import mcd, robpca  # noqa: E402
 from bayeskit.datasets import load_robpca  # noqa: E402
+from bayeskit.robust import mcd, robpca  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peers_r  # noqa: E402

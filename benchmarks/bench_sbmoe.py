@@ -64,8 +64,8 @@ def run_case(case: str, dtype_name: str) -> dict:
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    from bayeskit import sbmoe
     from bayeskit.datasets import sbmoe_synthetic_2d
+    from bayeskit.density import sbmoe
 
     dtype = jnp.float32 if dtype_name == "float32" else jnp.float64
     n = 8000 if case == "large" else 2000

@@ -40,10 +40,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskit import sparse_bayes
 from bayeskit.datasets import sinc_datasets
-from bayeskit.experiments.sparse_bayes_sinc import GAMMA, MAX_BASIS, METHODS, NOISE, batch_fitter, fastrvm_batch, run_batch
 from bayeskit.experiments.sparse_bayes_selection import bls_batch, diabetes_split_data, lasso_batch
+from bayeskit.experiments.sparse_bayes_sinc import GAMMA, MAX_BASIS, METHODS, NOISE, batch_fitter, fastrvm_batch, run_batch
+from bayeskit.sparse import sparse_bayes
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

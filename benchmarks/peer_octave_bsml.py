@@ -229,7 +229,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def run_author_bsml(
+def run_author_bsml(  # noqa: C901 (one linear script: write inputs, run Octave, read outputs)
     peer_dir,
     X_train,
     Y_train,
@@ -396,7 +396,7 @@ def run_author_bsml(
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             proc.communicate()
-            raise TimeoutError(f"octave peer run exceeded {timeout} s")
+            raise TimeoutError(f"octave peer run exceeded {timeout} s") from None
         wall = time.perf_counter() - t0
         if verbose:
             print(out, end="")

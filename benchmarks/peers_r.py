@@ -14,7 +14,7 @@ start-up, package loading and the file I/O are not counted; prediction is timed 
 
 * :func:`kernlab_rvm_batch`: ``rvm(x, y, kernel = "rbfdot", kpar = list(sigma = sigma))``
   on each of S stacked data sets. kernlab's rbfdot is exp(-sigma ||x - x'||^2), the
-  ``gamma`` of ``bayeskit.sparse_bayes.design``; ``kpar`` is always passed, so kernlab's
+  ``gamma`` of ``bayeskit.sparse.sparse_bayes.design``; ``kpar`` is always passed, so kernlab's
   random ``sigest`` default is never used. kernlab's rvm is Tipping's (2001) re-estimation
   on the full N x N kernel (O(N^3) per iteration, at most 100 iterations, initial noise
   variance 0.1, no bias column). Each fit is wrapped in ``tryCatch``: on noisy data it
@@ -47,7 +47,7 @@ def rscript() -> str | None:
     return shutil.which("Rscript")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def r_missing(package: str | None = None) -> str | None:
     """None when Rscript is on PATH and ``library(package)`` loads; otherwise a message
     saying what is missing and how to install it."""

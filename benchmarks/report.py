@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from bayeskit.core.xla import use_safe_cpu_scheduler
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
@@ -75,7 +77,7 @@ def rows_sbmoe(d):
     """The cases of the last run, and any kept from an earlier one (another dtype), marked."""
     out = []
     runs = [c["run"] for c in d.get("cases", {}).values() if "run" in c]
-    for name, c in d.get("cases", {}).items():
+    for _name, c in d.get("cases", {}).items():
         earlier = " (earlier run)" if runs and c.get("run") != max(runs) else ""
         if c.get("case") == "restarts":
             out.append(batch_row(f"4 vmapped restarts ({c['dtype']}){earlier}", c["batch_of_4_seconds"], c["one_fit_seconds"]))
@@ -200,6 +202,7 @@ def run_benchmark(name: str, device: str, quick: bool, bsml_peer: str | None = N
     script, _, quick_args = SCRIPTS[name]
     extra = ["--peer", bsml_peer] if name == "bsml" and bsml_peer else []
     env = {**os.environ, "JAX_PLATFORMS": "cuda" if device == "gpu" else "cpu"}
+    use_safe_cpu_scheduler(env)
     (RESULTS / "logs").mkdir(parents=True, exist_ok=True)
     log = RESULTS / "logs" / f"{name}.log"
     t = time.perf_counter()

@@ -40,8 +40,13 @@ jax.config.update("jax_enable_x64", True)
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bayeskit import bsml, glasso, hsic, lfrm, sbmoe, sparse_bayes  # noqa: E402
-from bayeskit.lfrm import gibbs, model  # noqa: E402
+from bayeskit.covariance import glasso, hsic
+from bayeskit.density import sbmoe
+from bayeskit.multilabel import bsml
+from bayeskit.relational import data as relational_data
+from bayeskit.relational import lfrm
+from bayeskit.relational.lfrm import gibbs  # noqa: E402
+from bayeskit.sparse import sparse_bayes  # noqa: E402
 
 STEEPER = 0.35  # slope tolerance above the stated exponent
 
@@ -70,7 +75,7 @@ def lfrm_case(n: int, k: int):
     truth = rng.integers(0, 3, n)
     Y = (rng.random((n, n)) < np.where(truth[:, None] == truth, 0.7, 0.1)).astype(np.int8)
     mask = ~np.eye(n, dtype=bool)
-    data, hp = model.as_data(Y[None], mask[None], False), lfrm.Hyperparams(k_max=k)
+    data, hp = relational_data.as_data(Y[None], mask[None], False), lfrm.Hyperparams(k_max=k)
     f = jax.jit(lambda key, d: jax.lax.fori_loop(0, 2, lambda _, s: gibbs.step(s, d, hp), gibbs.init(key, d, hp)).Z)
     return f, (jax.random.key(0), data)
 

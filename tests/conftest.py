@@ -8,6 +8,10 @@ import os
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
 
+from bayeskit.core.xla import use_safe_cpu_scheduler  # noqa: E402
+
+use_safe_cpu_scheduler()
+
 import jax  # noqa: E402
 import numpy as np
 import pytest

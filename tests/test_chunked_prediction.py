@@ -5,8 +5,9 @@ import jax
 import numpy as np
 import pytest
 
-from bayeskit import bsml, cdpmm, gp, probit, sbmoe
+from bayeskit.density import cdpmm, gp, sbmoe
 from bayeskit.estimators import BSMLClassifier, ProbitClassifier, RVMRegressor, SBMoERegressor
+from bayeskit.multilabel import bsml, probit
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 CHUNK = 7  # 23 test rows: three full blocks and a partial one

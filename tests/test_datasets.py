@@ -19,7 +19,7 @@ EXPECTED = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load(name):
     return load_mulan(name)
 

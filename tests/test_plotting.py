@@ -15,7 +15,8 @@ matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bayeskit import bsml, plotting  # noqa: E402
+from bayeskit import plotting  # noqa: E402
+from bayeskit.multilabel import bsml
 
 N, D, L = 60, 5, 3
 

@@ -13,9 +13,14 @@ import numpy as np
 import pytest
 
 import bayeskit
-from bayeskit import bsml, glasso, hsic, mcd, mmsb, robpca, sbmoe, sparse_bayes, sparse_pca
-from bayeskit.lfrm import gibbs, model
-from bayeskit import lfrm
+from bayeskit.covariance import glasso, hsic, sparse_pca
+from bayeskit.density import sbmoe
+from bayeskit.multilabel import bsml
+from bayeskit.relational import data as relational_data
+from bayeskit.relational import lfrm, mmsb
+from bayeskit.relational.lfrm import gibbs
+from bayeskit.robust import mcd, robpca
+from bayeskit.sparse import sparse_bayes
 
 pytestmark = pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 devices (XLA_FLAGS=--xla_force_host_platform_device_count=8)")
 
@@ -84,7 +89,7 @@ def test_relational_mmsb_restarts_and_lfrm_chains():
     mask = ~np.eye(18, dtype=bool)
     hp = mmsb.Hyperparams(n_blocks=3)
     check(lambda k: mmsb.fit(k, Y, mask, hp, max_iter=15, tol=0.0, throw=False), keys(), leaves=lambda r: r.trace)
-    data, lhp = model.as_data(Y[None], mask[None], False), lfrm.Hyperparams(k_max=6)
+    data, lhp = relational_data.as_data(Y[None], mask[None], False), lfrm.Hyperparams(k_max=6)
     chain = lambda k: jax.lax.fori_loop(0, 3, lambda _, s: gibbs.step(s, data, lhp), gibbs.init(k, data, lhp))  # noqa: E731
     check(chain, keys(), leaves=lambda s: (s.Z, s.W))
 

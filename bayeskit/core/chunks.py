@@ -9,7 +9,7 @@ vmapped together on one device.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 from jaxtyping import PyTree

@@ -46,7 +46,7 @@ def save(path, result, hparams, *, shapes: dict | None = None) -> Path:
     ``shapes`` (sizes the model's ``result_like`` needs) defaults to what the model's
     ``result_shapes(result)`` reads off the result.
     """
-    from .. import __version__
+    from bayeskit import __version__
 
     module_name = type(hparams).__module__
     module = importlib.import_module(module_name)

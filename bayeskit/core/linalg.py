@@ -29,8 +29,8 @@ class Cholesky(eqx.Module):
     """
 
     factor: Float[Array, "... n n"]
-    jitter: Float[Array, "..."]
-    ok: Bool[Array, "..."]
+    jitter: Float[Array, ...]
+    ok: Bool[Array, ...]
 
     def logdet(self) -> Array:
         """``log det`` of the factored matrix, ``2 sum log diag L``."""

@@ -11,14 +11,14 @@ carry), so they are never driven into NaN by the others' iterations.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, PyTree
 
-from . import progress as _progress
-from .status import FitResult, Status, is_failure
+from bayeskit.core import progress as _progress
+from bayeskit.core.status import FitResult, Status, is_failure
 
 _RUNNING = -1
 

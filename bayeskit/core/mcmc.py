@@ -30,13 +30,15 @@ class VectorisedKernel(MCMCKernel):
     leading chain axis, as numpyro's own kernels expect). With ``data_per_chain`` every
     model argument has a leading chain axis too, so each chain runs on its own data set
     (independent models in one vectorised call). The state's ``sample`` property is what
-    each draw records; ``self.num_warmup`` is known to ``step_one``.
+    each draw records; ``self.num_warmup`` is known to ``step_one``. A kernel names the
+    records that are sampler statistics (acceptance, births, ...) in ``sample_stats``.
 
     On several local devices the batched state's chain axis is laid over them (a
     ``NamedSharding`` constraint on every init and step), so XLA runs each device's share
     of the chains there: restarts scale out with no change to the caller."""
 
     sample_field = "sample"
+    sample_stats: tuple[str, ...] = ()  # draw records that are sampler statistics, not parameters
 
     def __init__(self, data_per_chain: bool = False):
         self._batched = False
@@ -96,13 +98,10 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
     return mcmc.get_samples(group_by_chain=True)
 
 
-SAMPLE_STATS = ("accept", "births", "saturated")  # per-draw sampler statistics, not parameters
-
-
-def diagnostics(samples: dict, names=("log_joint", "n_features")) -> dict:
-    """Split R-hat and effective sample size of scalar draws (chain, draw), e.g. the log
-    joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws or
-    fewer than four draws per chain."""
+def diagnostics(samples: dict, names) -> dict:
+    """Split R-hat and effective sample size of the named scalar draws (chain, draw), e.g.
+    the log joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws
+    or fewer than four draws per chain."""
     out = {}
     for name in names:
         x = np.asarray(samples[name], np.float64)
@@ -116,18 +115,18 @@ def diagnostics(samples: dict, names=("log_joint", "n_features")) -> dict:
     return out
 
 
-def to_inference_data(samples: dict):
-    """ArviZ ``InferenceData`` of draws laid out (chain, draw, ...): the sampler statistics
-    (acceptance, births, saturation) as ``sample_stats`` (with the log joint as ``lp``),
-    everything else, the log joint included, as ``posterior``. Needs ``arviz``
-    (``pip install bayeskit[arviz]``)."""
+def to_inference_data(samples: dict, sample_stats=(), log_joint: str | None = "log_joint"):
+    """ArviZ ``InferenceData`` of draws laid out (chain, draw, ...): the records named in
+    ``sample_stats`` (a kernel's ``sample_stats``) as ``sample_stats``, with the log joint
+    as ``lp`` when there is one, everything else, the log joint included, as
+    ``posterior``. Needs ``arviz`` (``pip install bayeskit[arviz]``)."""
     try:
         import arviz
     except ImportError as err:
         raise ImportError("to_inference_data needs arviz: pip install 'bayeskit[arviz]'.") from err
     arrays = {k: np.asarray(v) for k, v in samples.items()}
-    stats = {k: v for k, v in arrays.items() if k in SAMPLE_STATS}
-    if "log_joint" in arrays:
-        stats["lp"] = arrays["log_joint"]
-    posterior = {k: v for k, v in arrays.items() if k not in SAMPLE_STATS}
+    stats = {k: v for k, v in arrays.items() if k in sample_stats}
+    if log_joint in arrays:
+        stats["lp"] = arrays[log_joint]
+    posterior = {k: v for k, v in arrays.items() if k not in sample_stats}
     return arviz.from_dict(posterior=posterior, sample_stats=stats)

@@ -155,6 +155,6 @@ def truncnorm_upper(b: ArrayLike) -> TruncNormMoments:
     return TruncNormMoments(log_z=m.log_z, mean=-m.mean, var=m.var, entropy=m.entropy)
 
 
-def inverse_mills(a: ArrayLike) -> Float[Array, "..."]:
+def inverse_mills(a: ArrayLike) -> Float[Array, ...]:
     """``lambda(a) = phi(a) / Phi(-a)``, the mean of ``N(0, 1)`` truncated to ``(a, inf)``."""
     return truncnorm_lower(a).mean

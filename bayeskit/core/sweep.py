@@ -28,7 +28,8 @@ on two virtual devices of two cores). Virtual devices are for testing the layout
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -38,8 +39,8 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 
-from .chunks import map_blocks
-from .status import Status
+from bayeskit.core.chunks import map_blocks
+from bayeskit.core.status import Status
 
 
 class Swept(NamedTuple):

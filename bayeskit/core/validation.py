@@ -6,7 +6,7 @@ and never modifies what the caller passed.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

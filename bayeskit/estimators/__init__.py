@@ -2,17 +2,18 @@
 
 ``__init__`` stores hyperparameters only; ``fit`` validates on the host, runs the
 jitted core (restarts as one ``vmap``), and sets trailing-underscore attributes.
-One module per family: multilabel classifiers, conditional density regression and
+One module per family: multilabel classifiers, conditional density regression,
 relational link prediction, sparse Bayesian regression, covariance and components,
 robust location, scatter and components.
 """
 
-from .components import EMRCA, RCA, GraphicalLasso, SparsePCA
-from .multilabel import BSMLClassifier, ProbitClassifier
-from .regression import SBMoERegressor
-from .relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
-from .robust import ROBPCA, MinCovDet
-from .sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
+from bayeskit.estimators.covariance import EMRCA, RCA, GraphicalLasso, SparsePCA
+from bayeskit.estimators.density import SBMoERegressor
+from bayeskit.estimators.multilabel import BSMLClassifier, ProbitClassifier
+from bayeskit.estimators.relational import IRMLinkPredictor, LFRMLinkPredictor, MMSBLinkPredictor
+from bayeskit.estimators.robust import ROBPCA, MinCovDet
+from bayeskit.estimators.sparse import BayesianLassoRegressor, BLSRegressor, FLAPRegressor, RVMRegressor
 
-__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso", "IRMLinkPredictor", "LFRMLinkPredictor", "MinCovDet",
-           "MMSBLinkPredictor", "ProbitClassifier", "RCA", "ROBPCA", "RVMRegressor", "SBMoERegressor", "SparsePCA"]
+__all__ = ["BayesianLassoRegressor", "BLSRegressor", "BSMLClassifier", "EMRCA", "FLAPRegressor", "GraphicalLasso",
+           "IRMLinkPredictor", "LFRMLinkPredictor", "MinCovDet", "MMSBLinkPredictor", "ProbitClassifier", "RCA", "ROBPCA",
+           "RVMRegressor", "SBMoERegressor", "SparsePCA"]

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.status import Status
+from bayeskit.core.status import Status
 
 
 def _key(random_state) -> jax.Array:

@@ -12,11 +12,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import bsml, probit
-from ..core import validation
-from ..core.metrics import hamming_loss
-from ..core.status import Status
-from ._common import _best_restart, _key
+from bayeskit.core import validation
+from bayeskit.core.status import Status
+from bayeskit.estimators._common import _best_restart, _key
+from bayeskit.multilabel import bsml, probit
+from bayeskit.multilabel.metrics import hamming_loss
 
 
 class _MultilabelMixin(ClassifierMixin):
@@ -97,7 +97,7 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
     """Bayesian supervised (and semi-supervised) multilabel learning (Gönen 2014).
 
     Couples a linear projection to ``n_components`` dimensions with one probit
-    classifier per label, fitted by variational Bayes (:mod:`bayeskit.bsml`). Labels
+    classifier per label, fitted by variational Bayes (:mod:`bayeskit.multilabel.bsml`). Labels
     given as -1 are unobserved: the model then is BSSML (Section 3.2), which also uses
     the inputs of unlabelled rows (transductive use: fit on train + test rows with the
     test labels set to -1).
@@ -124,7 +124,7 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
-    state_ : bayeskit.bsml.State
+    state_ : bayeskit.multilabel.bsml.State
     result_ : FitResult of the kept restart
     n_iter_, lower_bound_, converged_
     components_ : array (n_components, n_features), the mean projection ``<Q>'``
@@ -227,7 +227,8 @@ class ProbitClassifier(_MultilabelMixin, BaseEstimator):
     predictive : {"consistent", "author"}
     """
 
-    def __init__(self, *, max_iter=500, tol=1e-6, random_state=None, alpha_lambda=1.0, beta_lambda=1.0, alpha_psi=1.0, beta_psi=1.0, predictive="consistent", progress=False):
+    def __init__(self, *, max_iter=500, tol=1e-6, random_state=None, alpha_lambda=1.0, beta_lambda=1.0, alpha_psi=1.0, beta_psi=1.0,
+                 predictive="consistent", progress=False):
         self.max_iter = max_iter
         self.tol = tol
         self.random_state = random_state

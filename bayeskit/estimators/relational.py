@@ -7,10 +7,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from .. import irm, lfrm, mmsb
-from ..core import validation
-from ..core.mcmc import diagnostics
-from ._common import _best_restart, _key
+from bayeskit.core import validation
+from bayeskit.core.mcmc import diagnostics
+from bayeskit.estimators._common import _best_restart, _key
+from bayeskit.relational import data as relational_data
+from bayeskit.relational import irm, lfrm, mmsb
 
 
 class _LinkPredictor(BaseEstimator):
@@ -27,7 +28,7 @@ class _LinkPredictor(BaseEstimator):
         for name in self._counts:
             validation.check_int_in(name, getattr(self, name), 0 if name == "num_warmup" else 1)
         self._two_d = np.ndim(Y) == 2
-        Y, mask = lfrm.check_relations(Y, mask, self.symmetric)
+        Y, mask = relational_data.check_relations(Y, mask, self.symmetric)
         self.Y_, self.mask_ = Y, mask
         return Y, mask
 
@@ -61,7 +62,7 @@ class LFRMLinkPredictor(_LinkPredictor):
 
     Attributes
     ----------
-    samples_ : dict of draws (chain, draw, ...), see ``bayeskit.lfrm.sample_posterior``.
+    samples_ : dict of draws (chain, draw, ...), see ``bayeskit.relational.lfrm.sample_posterior``.
     n_features_ : posterior mean number of features K+.
     diagnostics_ : R-hat (several chains) and effective sample size of the log joint and K+.
     """
@@ -85,7 +86,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         Y, mask = self._prepare(Y, mask, covariates)
         self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric,
                                              offsets=self.offsets)
-        self.covariates_ = lfrm.check_covariates(covariates, Y.shape[1], self.symmetric)
+        self.covariates_ = relational_data.check_covariates(covariates, Y.shape[1], self.symmetric)
         k_init, k_mcmc = jax.random.split(_key(self.random_state))
         start = None
         if self.init == "irm":
@@ -163,7 +164,7 @@ class MMSBLinkPredictor(_LinkPredictor):
 
     Attributes
     ----------
-    state_ : the fitted :class:`bayeskit.mmsb.State` (gamma, B, alpha, ...).
+    state_ : the fitted :class:`bayeskit.relational.mmsb.State` (gamma, B, alpha, ...).
     memberships_ : (N, K) posterior mean memberships E[pi].
     elbo_, n_iter_ : the bound and the sweeps of the kept restart.
     """

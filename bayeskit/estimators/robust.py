@@ -1,5 +1,5 @@
-"""Robust location, scatter and components: FAST-MCD of :mod:`bayeskit.mcd` and ROBPCA of
-:mod:`bayeskit.robpca`."""
+"""Robust location, scatter and components: FAST-MCD of :mod:`bayeskit.robust.mcd` and ROBPCA of
+:mod:`bayeskit.robust.robpca`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import mcd, robpca
-from ..core import validation
-from ._common import _key
+from bayeskit.core import validation
+from bayeskit.estimators._common import _key
+from bayeskit.robust import mcd, robpca
 
 
 def _check_fraction(name: str, value, low: float = 0.5) -> None:
@@ -21,7 +21,7 @@ def _check_fraction(name: str, value, low: float = 0.5) -> None:
 
 
 class MinCovDet(BaseEstimator):
-    """Minimum Covariance Determinant location and scatter by FAST-MCD (:mod:`bayeskit.mcd`),
+    """Minimum Covariance Determinant location and scatter by FAST-MCD (:mod:`bayeskit.robust.mcd`),
     raw (consistency-corrected) and reweighted at the 97.5% chi-square quantile.
 
     Parameters
@@ -78,12 +78,12 @@ class MinCovDet(BaseEstimator):
 
 
 class ROBPCA(BaseEstimator):
-    """Robust principal components (ROBPCA, :mod:`bayeskit.robpca`) with the outlier map.
+    """Robust principal components (ROBPCA, :mod:`bayeskit.robust.robpca`) with the outlier map.
 
     Parameters
     ----------
     n_components : int or None
-        k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robpca.choose_k`), from a
+        k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robust.robpca.choose_k`), from a
         first pass through Steps 1-2 (k is static, so the fit then runs once more with it).
     alpha : float in [0.5, 1]
         Coverage: h = max(floor(alpha n), floor((n + k_max + 1) / 2)).

@@ -1,6 +1,6 @@
 """Sparse Bayesian regression: the RVM, FLAP, FLAP-sigma and BLS on the fast
-marginal-likelihood engine of :mod:`bayeskit.sparse_bayes`, and the Bayesian Lasso of
-:mod:`bayeskit.bayesian_lasso`."""
+marginal-likelihood engine of :mod:`bayeskit.sparse.sparse_bayes`, and the Bayesian Lasso of
+:mod:`bayeskit.sparse.bayesian_lasso`."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import bayesian_lasso, sparse_bayes
-from ..core import validation
-from ..core.status import Status
-from ._common import _key
+from bayeskit.core import validation
+from bayeskit.core.status import Status
+from bayeskit.estimators._common import _key
+from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 
 class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
@@ -87,9 +87,9 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         if bool(result.status == Status.nonfinite) or bool(result.status == Status.not_positive_definite):
             raise RuntimeError(f"{type(self).__name__} failed: {Status[result.status]}")
         if bool(result.status == Status.max_iter_reached):
-            warnings.warn(f"{type(self).__name__} stopped at max_iter={self.max_iter} before converging.", ConvergenceWarning)
+            warnings.warn(f"{type(self).__name__} stopped at max_iter={self.max_iter} before converging.", ConvergenceWarning, stacklevel=2)
         if bool(result.state.saturated):
-            warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning)
+            warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)
         data = sparse_bayes.as_data(Phi, y.astype(X.dtype))
         self.hyperparams_, self.result_, self.state_, self._scale = hp, result, result.state, data.scale
         w = np.asarray(sparse_bayes.weights(result.state, data.scale))

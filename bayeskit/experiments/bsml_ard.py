@@ -9,10 +9,10 @@ Quick mode: Emotions only, 200 iterations.
 
 from __future__ import annotations
 
-from ..bsml import Hyperparams
-from ..datasets import load_mulan
-from .common import fit_bsml, print_table, write_json
-from .paper_values import AUTHOR_CODE_HAMMING, DATASETS, PAPER_ARD_ACTIVE, PAPER_HAMMING
+from bayeskit.datasets import load_mulan
+from bayeskit.experiments.common import fit_bsml, print_table, write_json
+from bayeskit.experiments.paper_values import AUTHOR_CODE_HAMMING, DATASETS, PAPER_ARD_ACTIVE, PAPER_HAMMING
+from bayeskit.multilabel.bsml import Hyperparams
 
 NAME = "bsml_ard"
 

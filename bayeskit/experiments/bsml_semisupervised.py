@@ -15,12 +15,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import ssdrmc
-from ..bsml import Hyperparams
-from ..core.metrics import multilabel_report
-from ..datasets import load_mulan
-from .common import fit_bsml, print_table, write_json
-from .paper_values import AUTHOR_CODE_HAMMING, DATASETS, PAPER_HAMMING
+from bayeskit.datasets import load_mulan
+from bayeskit.experiments.common import fit_bsml, print_table, write_json
+from bayeskit.experiments.paper_values import AUTHOR_CODE_HAMMING, DATASETS, PAPER_HAMMING
+from bayeskit.multilabel import ssdrmc
+from bayeskit.multilabel.bsml import Hyperparams
+from bayeskit.multilabel.metrics import multilabel_report
 
 NAME = "bsml_semisupervised"
 

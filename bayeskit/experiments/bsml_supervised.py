@@ -10,10 +10,19 @@ R = 2. Quick mode: Emotions, R in {2, 6}, 200 iterations.
 
 from __future__ import annotations
 
-from ..bsml import Hyperparams
-from ..datasets import load_mulan
-from .common import METRICS, PROJECTIONS, fit_bsml, fit_probit, fit_projection_probit, max_components, print_table, write_json
-from .paper_values import DATASETS
+from bayeskit.datasets import load_mulan
+from bayeskit.experiments.common import (
+    METRICS,
+    PROJECTIONS,
+    fit_bsml,
+    fit_probit,
+    fit_projection_probit,
+    max_components,
+    print_table,
+    write_json,
+)
+from bayeskit.experiments.paper_values import DATASETS
+from bayeskit.multilabel.bsml import Hyperparams
 
 NAME = "bsml_supervised"
 
@@ -57,8 +66,9 @@ def plot(payload: dict, out_dir) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from pathlib import Path
+
+    import matplotlib.pyplot as plt
 
     panels = [*METRICS, "train_seconds"]
     for name, res in payload["results"].items():

@@ -10,8 +10,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from .. import bsml, probit, projections
-from ..core.metrics import multilabel_report
+from bayeskit.multilabel import bsml, probit, projections
+from bayeskit.multilabel.metrics import multilabel_report
 
 METRICS = ("hamming_loss", "average_auc", "macro_f1", "micro_f1")
 PROJECTIONS = {

@@ -22,16 +22,16 @@ Quick: m = 100 and 200, 100 data sets, 100 permutations, three or four parameter
 from __future__ import annotations
 
 import time
-from functools import lru_cache, partial
+from functools import cache, partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from scipy import stats
 
-from .. import hsic
-from ..core.sweep import sweep
-from .common import print_table, save_figure, write_json
+from bayeskit.core.sweep import sweep
+from bayeskit.covariance import hsic
+from bayeskit.experiments.common import print_table, save_figure, write_json
 
 NAME = "hsic_level_power"
 ALPHA = 0.05
@@ -80,7 +80,7 @@ def draw_sets(key, family, parameter, *, m, n_sets):
     return jax.vmap(lambda k: jax.lax.switch(family, branches, k, parameter))(jax.random.split(key, n_sets))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _test(method: str, n_permutations: int):
     """One data set's p-value (cached, so that the sweep compiles once per method and m)."""
     return lambda k, a, b: hsic.test(k, a, b, method=method, n_permutations=n_permutations).p_value
@@ -156,7 +156,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     print_table(f"\nLevel at alpha = {ALPHA}: {n_sets} independent data sets per row, {n_permutations} permutations",
                 ["m", "method", "rejection rate", "99.9% band", "inside", "seconds"], rows)
     power, rows = {}, []
-    for name, (family, label, full, short) in FAMILIES.items():
+    for name, (family, _label, full, short) in FAMILIES.items():
         parameters = short if quick else full
         power[name] = {}
         for m in sizes:

@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import ibp
-from ..datasets import ibp_toy_images
-from .common import print_table, save_figure, write_json
+from bayeskit.datasets import ibp_toy_images
+from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.relational import ibp
 
 NAME = "ibp_toy"
 CHAINS = 4

@@ -33,10 +33,10 @@ import jax
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from .. import irm, lfrm, mmsb
-from ..core.sweep import sweep
-from ..datasets import holdout_split, load_relational
-from .common import print_table, write_json
+from bayeskit.core.sweep import sweep
+from bayeskit.datasets import holdout_split, load_relational
+from bayeskit.experiments.common import print_table, write_json
+from bayeskit.relational import irm, lfrm, mmsb
 
 NAME = "lfrm_link_prediction"
 METHODS = ("LFRM rand", "LFRM w/IRM", "IRM", "MMSB")

@@ -17,8 +17,8 @@ import time
 import jax
 import numpy as np
 
-from .. import glasso, rca
-from .common import print_table, save_figure
+from bayeskit.covariance import glasso, rca
+from bayeskit.experiments.common import print_table, save_figure
 
 RECALL_LEVELS = (0.2, 0.4, 0.6, 0.8)
 

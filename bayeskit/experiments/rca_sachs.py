@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets import load_sachs, sachs_adjacency
-from . import rca_networks as nets
-from .common import print_table, write_json
+from bayeskit.datasets import load_sachs, sachs_adjacency
+from bayeskit.experiments import rca_networks as nets
+from bayeskit.experiments.common import print_table, write_json
 
 NAME = "rca_sachs"
 # R glasso 1.11, penalize.diagonal = TRUE, z-scored conditions 1-3, C = X'X / n: (rho, edges, recall, precision)

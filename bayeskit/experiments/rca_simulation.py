@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets import load_rca_simulation
-from . import rca_networks as nets
-from .common import write_json
+from bayeskit.datasets import load_rca_simulation
+from bayeskit.experiments import rca_networks as nets
+from bayeskit.experiments.common import write_json
 
 NAME = "rca_simulation"
 

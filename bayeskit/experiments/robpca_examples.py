@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import median_abs_deviation
 
-from .. import pca_baselines, robpca
-from ..datasets import load_robpca
-from ..estimators import ROBPCA
-from .common import print_table, save_figure, write_json
+from bayeskit.datasets import load_robpca
+from bayeskit.estimators import ROBPCA
+from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.robust import pca_baselines, robpca
 
 NAME = "robpca_examples"
 KNOWN = {
@@ -56,7 +56,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..plotting import plot_outlier_map, plot_tolerance_ellipse
+    from bayeskit.plotting import plot_outlier_map, plot_tolerance_ellipse
 
     out, rows = {}, []
     fig, axes = plt.subplots(2, 3, figsize=(16, 10))

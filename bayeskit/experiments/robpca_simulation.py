@@ -29,9 +29,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import pca_baselines, robpca
-from ..core.sweep import sweep
-from .common import print_table, save_figure, write_json
+from bayeskit.core.sweep import sweep
+from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.robust import pca_baselines, robpca
 
 NAME = "robpca_simulation"
 SETTINGS = {
@@ -58,7 +58,7 @@ def estimate(method: str, key, X, k: int):
     return sweep(_one(method, k), jax.random.split(key, X.shape[0]), (X,)).results
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _one(method: str, k: int):
     """One replication's fit (cached, so that the sweep compiles once per method and k)."""
 

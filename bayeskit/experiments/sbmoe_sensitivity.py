@@ -30,10 +30,10 @@ import jax
 import numpy as np
 import optax
 
-from .. import sbmoe
-from ..datasets import sbmoe_conditional_1d, sbmoe_synthetic_1d
-from .common import print_table, write_json
-from .sbmoe_synthetic import PAPER, _evaluate
+from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_synthetic_1d
+from bayeskit.density import sbmoe
+from bayeskit.experiments.common import print_table, write_json
+from bayeskit.experiments.sbmoe_synthetic import PAPER, _evaluate
 
 NAME = "sbmoe_sensitivity"
 

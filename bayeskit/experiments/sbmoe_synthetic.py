@@ -27,10 +27,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import cdpmm, gp, sbmoe
-from ..core.mixture import Mixture
-from ..datasets import sbmoe_conditional_1d, sbmoe_conditional_2d, sbmoe_logpdf_1d, sbmoe_synthetic_1d, sbmoe_synthetic_2d
-from .common import print_table, save_figure, write_json
+from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_conditional_2d, sbmoe_logpdf_1d, sbmoe_synthetic_1d, sbmoe_synthetic_2d
+from bayeskit.density import cdpmm, gp, sbmoe
+from bayeskit.density.mixture import Mixture
+from bayeskit.experiments.common import print_table, save_figure, write_json
 
 NAME = "sbmoe_synthetic"
 METHODS = ("SBMoE", "C-DPMM", "GP")
@@ -44,8 +44,10 @@ PAPER = {
 
 def _settings(quick: bool) -> dict:
     if quick:
-        return dict(n=500, sweeps=10, gate_steps=20, experts={"1d": 16, "2d": 32}, n_test=20, m=2000, grid={"1d": 512, "2d": 64}, k_g=30, k_e={"1d": 30, "2d": 10})
-    return dict(n=2000, sweeps=20, gate_steps=50, experts={"1d": 32, "2d": 64}, n_test=200, m=10_000, grid={"1d": 2048, "2d": 128}, k_g=100, k_e={"1d": 100, "2d": 20})
+        return dict(n=500, sweeps=10, gate_steps=20, experts={"1d": 16, "2d": 32}, n_test=20,
+                     m=2000, grid={"1d": 512, "2d": 64}, k_g=30, k_e={"1d": 30, "2d": 10})
+    return dict(n=2000, sweeps=20, gate_steps=50, experts={"1d": 32, "2d": 64}, n_test=200,
+                 m=10_000, grid={"1d": 2048, "2d": 128}, k_g=100, k_e={"1d": 100, "2d": 20})
 
 
 def _row(mix: Mixture, i) -> Mixture:
@@ -177,7 +179,8 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
             samples = truth[:, j, 0]
             grid = np.linspace(samples.min() - 0.3, samples.max() + 0.3, 600)
             ax.hist(samples, bins=80, density=True, color="0.85", label="true samples")
-            ax.plot(grid, np.exp(np.asarray(sbmoe_logpdf_1d(X_test[j : j + 1], jnp.asarray(grid)[:, None, None])))[:, 0], "k", lw=1, label="true density")
+            true = sbmoe_logpdf_1d(X_test[j : j + 1], jnp.asarray(grid)[:, None, None])
+            ax.plot(grid, np.exp(np.asarray(true))[:, 0], "k", lw=1, label="true density")
             for name, mix in mixtures.items():
                 ax.plot(grid, np.exp(np.asarray(_row(mix, j).log_prob(jnp.asarray(grid)[:, None, None])))[:, 0], lw=1.2, label=name)
             ax.set_title(f"x = ({float(X_test[j, 0]):.2f}, {float(X_test[j, 1]):.2f})", fontsize=9)

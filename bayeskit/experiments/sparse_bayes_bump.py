@@ -13,10 +13,18 @@ values were not available to us; none are printed. Quick: 10 data sets at SNR 1 
 
 from __future__ import annotations
 
-
-from ..datasets import bump_datasets
-from .sparse_bayes_sinc import (METHODS, batch_fitter, fastrvm_batch, fits_figure, report, run_batch, summarise,
-                                summarise_peer, table_row)
+from bayeskit.datasets import bump_datasets
+from bayeskit.experiments.sparse_bayes_sinc import (
+    METHODS,
+    batch_fitter,
+    fastrvm_batch,
+    fits_figure,
+    report,
+    run_batch,
+    summarise,
+    summarise_peer,
+    table_row,
+)
 
 NAME = "sparse_bayes_bump"
 SNR = (1, 2, 3, 4, 5, 10)

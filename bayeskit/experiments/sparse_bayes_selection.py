@@ -33,9 +33,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import bayesian_lasso, sparse_bayes
-from ..datasets import grouped_datasets, tibshirani_datasets
-from .common import print_table, write_json
+from bayeskit.datasets import grouped_datasets, tibshirani_datasets
+from bayeskit.experiments.common import print_table, write_json
+from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 NAME = "sparse_bayes_selection"
 SIGMAS = (1.0, 3.0, 5.0)

@@ -21,10 +21,10 @@ import time
 import jax.numpy as jnp
 import numpy as np
 
-from .. import sparse_bayes
-from ..core.sweep import sweep
-from ..datasets import sinc_datasets
-from .common import print_table, save_figure, write_json
+from bayeskit.core.sweep import sweep
+from bayeskit.datasets import sinc_datasets
+from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.sparse import sparse_bayes
 
 NAME = "sparse_bayes_sinc"
 NOISE = (0.05, 0.1, 0.3, 0.5, 0.7)
@@ -43,7 +43,7 @@ def batch_fitter(prior: str, max_basis: int, kernel: dict, max_iter: int = 200):
     return _batch_fitter(prior, max_basis, tuple(sorted(kernel.items())), max_iter)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _batch_fitter(prior: str, max_basis: int, kernel_items: tuple, max_iter: int):
     hp = sparse_bayes.Hyperparams(prior=prior, max_basis=max_basis)
     kernel = dict(kernel_items)

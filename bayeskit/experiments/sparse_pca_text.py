@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from ..datasets import read_uci_bag_of_words, zipf_corpus
-from ..estimators import SparsePCA
-from .common import print_table, write_json
+from bayeskit.datasets import read_uci_bag_of_words, zipf_corpus
+from bayeskit.estimators import SparsePCA
+from bayeskit.experiments.common import print_table, write_json
 
 NAME = "sparse_pca_text"
 CARDINALITY = 5

@@ -1,4 +1,4 @@
-"""Write ``truncnorm_reference.json``: high-precision mpmath values for tests/test_special.py.
+"""Write ``truncnorm_reference.json``: high-precision mpmath values for tests/core/test_special.py.
 
 Run from the repository root (takes a few seconds)::
 
@@ -101,7 +101,7 @@ def main() -> None:
     lnd_x = sorted(set(np.linspace(-300.0, 40.0, 341).tolist() + xs))
     lnd = [mp.log(lower_prob(x)) if x <= 0 else mp.log1p(-upper_prob(x)) for x in lnd_x]
     table = {
-        "description": "mpmath reference values for tests/test_special.py; see make_truncnorm_reference.py",
+        "description": "mpmath reference values for tests/core/test_special.py; see make_truncnorm_reference.py",
         "mp_dps": mp.mp.dps,
         "lower": {
             "a": xs,

@@ -1,0 +1,312 @@
+"""The graphical lasso (Friedman, Hastie & Tibshirani, Biostatistics 2008), the M-step of
+EM/RCA, by QUIC's proximal Newton method (Hsieh, Sustik, Dhillon & Ravikumar, JMLR 15, 2014).
+
+Given a covariance ``S`` (p, p) and a penalty ``alpha`` >= 0, the precision Theta solves
+
+    minimise  F(Theta) = g(Theta) + ||Theta||_1,L ,   g(Theta) = -log det Theta + tr(S Theta)    (1)
+
+over positive-definite Theta, where ||Theta||_1,L = sum_ij L_ij |Theta_ij| and L_ij = alpha
+on the penalised entries: the off-diagonal ones (scikit-learn's convention, our default)
+or all of them (``penalize_diagonal=True``, R glasso's default and the RCA authors').
+W = Theta^-1 is the covariance estimate. With G = S - W the gradient of g, Theta is
+optimal iff (KKT)
+
+    G_ij + L_ij sign(Theta_ij) = 0  where Theta_ij != 0,    |G_ij| <= L_ij  where Theta_ij = 0.   (2)
+
+One Newton step (``update``) minimises the quadratic model of g plus the penalty,
+
+    D = argmin_D tr(G D) + 1/2 tr(W D W D) + ||Theta + D||_1,L,                                (3)
+
+by coordinate descent over the free set {i <= j : Theta_ij != 0 or |G_ij| > L_ij} (the
+other entries stay 0 at the solution of (3)), moving D_ij = D_ji together: with U = D W,
+
+    a = W_ij^2 + W_ii W_jj (a = W_ii^2 on the diagonal),  b = G_ij + W_i. U_.j,  c = Theta_ij + D_ij,
+    mu = -c + soft(c - b / a, L_ij / a),                                                       (4)
+
+sweeping until no entry moves by more than 1e-2 of D's largest, at most 1 + t sweeps at
+Newton iteration t (QUIC's fixed 1 + t/3 sweeps left ill-conditioned problems converging
+slowly; a fixed inner tolerance alone made easy ones sweep needlessly). Then Armijo's line search takes the largest beta in
+{1, 1/2, 1/4, ...} with Theta + beta D positive definite (its Cholesky factor exists) and
+
+    F(Theta + beta D) <= F(Theta) + sigma beta delta,  delta = tr(G D) + ||Theta + D||_1,L - ||Theta||_1,L,   (5)
+
+sigma = 1e-3, so F never increases. The fit stops when the largest violation of (2) is at
+most ``tol`` times the mean of diag(S).
+
+Why QUIC: the Newton steps converge in about ten iterations where proximal-gradient steps
+(G-ISTA) needed thousands on the ill-conditioned covariances of n ~ p samples, and a step
+costs one Cholesky factorisation and inverse (LAPACK) plus O(p) work per free
+coordinate, which for sparse solutions is far less than block coordinate descent's p^2
+coordinates per sweep.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.linalg import cho_solve
+from jaxtyping import Array, Float
+
+from bayeskit.core import loop
+from bayeskit.core.status import FitResult
+from bayeskit.core.validation import is_concrete
+
+_MAX_HALVINGS = 50
+_SIGMA = 1e-3
+_INNER_TOL = 1e-2
+
+
+class Hyperparams(eqx.Module):
+    """``alpha``: the penalty (an array leaf, so it vmaps); ``penalize_diagonal``: whether
+    the diagonal of Theta is penalised too (static)."""
+
+    alpha: Float[Array, ""] | float = 0.1
+    penalize_diagonal: bool = eqx.field(static=True, default=False)
+
+
+class State(eqx.Module):
+    """``precision`` Theta, ``covariance`` W = Theta^-1, ``logdet`` = log det Theta, the
+    KKT residual ``kkt`` of (2) and the Newton iteration count ``t``."""
+
+    precision: Float[Array, "p p"]
+    covariance: Float[Array, "p p"]
+    logdet: Float[Array, ""]
+    kkt: Float[Array, ""]
+    t: Array
+
+
+def penalty_weights(p: int, alpha, penalize_diagonal: bool, dtype) -> Array:
+    """L of (1): alpha on the penalised entries, 0 elsewhere."""
+    off = 1.0 - jnp.eye(p, dtype=dtype)
+    return jnp.asarray(alpha, dtype) * (jnp.ones((p, p), dtype) if penalize_diagonal else off)
+
+
+def soft_threshold(x: Array, t: Array) -> Array:
+    return jnp.sign(x) * jnp.maximum(jnp.abs(x) - t, 0.0)
+
+
+def kkt_residual(precision, covariance, S, hparams: Hyperparams) -> Array:
+    """The largest violation of the optimality conditions (2)."""
+    L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
+    G = S - covariance
+    return jnp.max(jnp.where(precision != 0, jnp.abs(G + L * jnp.sign(precision)), jnp.maximum(jnp.abs(G) - L, 0.0)))
+
+
+def objective_of(precision, logdet, S, hparams: Hyperparams) -> Array:
+    """F(Theta) of (1) given log det Theta."""
+    L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
+    return -logdet + jnp.sum(S * precision) + jnp.sum(L * jnp.abs(precision))
+
+
+def objective(state: State, S, hparams: Hyperparams) -> Array:
+    return objective_of(state.precision, state.logdet, S, hparams)
+
+
+def _factor(precision):
+    """Cholesky factor, log det and whether Theta is (numerically) positive definite."""
+    L = jnp.linalg.cholesky(precision)
+    d = jnp.diagonal(L)
+    return L, 2.0 * jnp.sum(jnp.log(d)), jnp.all(jnp.isfinite(d) & (d > 0))
+
+
+def _inverse(L):
+    W = cho_solve((L, True), jnp.eye(L.shape[-1], dtype=L.dtype))
+    return 0.5 * (W + W.T)
+
+
+def state_from_precision(precision, S, hparams: Hyperparams) -> State:
+    """The state at a positive-definite ``precision`` (a warm start)."""
+    L, logdet, _ = _factor(precision)
+    W = _inverse(L)
+    return State(precision, W, logdet, kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+
+
+def init(S, hparams: Hyperparams) -> State:
+    """Theta = diag(1 / (S_ii + L_ii)): the optimum of (1) among diagonal matrices (R
+    glasso's start W = S + alpha I)."""
+    w = jnp.diagonal(S) + jnp.diagonal(penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype))
+    precision, W = jnp.diag(1.0 / w), jnp.diag(w)
+    return State(precision, W, -jnp.sum(jnp.log(w)), kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+
+
+def newton_direction(state: State, S, L, inner_tol, max_sweeps) -> Array:
+    """Approximate solution D of (3): coordinate-descent sweeps (4) over the free set, from
+    D = 0, until a sweep moves no entry by more than ``inner_tol`` times the largest entry
+    of D, at most ``max_sweeps`` sweeps."""
+    return _direction(state.precision, state.covariance, S, L, jnp.asarray(inner_tol, S.dtype), max_sweeps)
+
+
+@jax.custom_batching.custom_vmap
+def _direction(theta, W, S, L, inner_tol, max_sweeps):
+    p = S.shape[-1]
+    G = S - W
+    upper = jnp.triu(jnp.ones((p, p), bool))
+    free = upper & ((theta != 0) | (jnp.abs(G) > L))
+    n_free = jnp.sum(free)
+    rows, cols = jnp.nonzero(free, size=p * (p + 1) // 2, fill_value=0)
+    columns = jnp.arange(p)
+
+    def coordinate(k, carry):
+        D, U, largest = carry
+        i, j = rows[k], cols[k]
+        w_i, w_j = W[i], W[j]
+        a = jnp.where(i == j, w_i[i] ** 2, w_i[j] ** 2 + w_i[i] * w_j[j])
+        b = G[i, j] + w_i @ U[:, j]
+        # D_ij as row i times e_j: a scalar gather from the carried D makes XLA copy D every step
+        c = theta[i, j] + jnp.sum(jnp.where(columns == j, D[i], 0.0))
+        mu = -c + soft_threshold(c - b / a, L[i, j] / a)
+        mu_ji = jnp.where(i == j, 0.0, mu)
+        D = D.at[i, j].add(mu).at[j, i].add(mu_ji)
+        U = U.at[i].add(mu * w_j).at[j].add(mu_ji * w_i)
+        return D, U, jnp.maximum(largest, jnp.abs(mu))
+
+    def cond(carry):
+        k, D, _, moved = carry
+        return (k < max_sweeps) & ((k == 0) | (moved > inner_tol * jnp.max(jnp.abs(D))))
+
+    def sweep(carry):
+        k, D, U, _ = carry
+        D, U, moved = jax.lax.fori_loop(0, n_free, coordinate, (D, U, jnp.zeros((), S.dtype)))
+        return k + 1, D, U, moved
+
+    zero = jnp.zeros_like(S)
+    return jax.lax.while_loop(cond, sweep, (jnp.asarray(0), zero, zero, jnp.zeros((), S.dtype)))[1]
+
+
+@_direction.def_vmap
+def _direction_batched(axis_size, in_batched, theta, W, S, L, inner_tol, max_sweeps):
+    """Under ``vmap`` the problems sweep in lockstep over the union of their free sets, so
+    that every step updates one shared coordinate (i, j) of all of them: in-place slices
+    rather than per-problem scatters (which made XLA copy D and U at every coordinate), and
+    the per-coordinate overhead is paid once per batch. Optimising a coordinate outside a
+    problem's own free set still gives a valid (more exact) direction for (3). Each problem
+    stops sweeping at its own inner tolerance or sweep limit."""
+    args = (theta, W, S, L, inner_tol, max_sweeps)
+    theta, W, S, L, inner_tol, max_sweeps = (
+        a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))
+    p = S.shape[-1]
+    G = S - W
+    upper = jnp.triu(jnp.ones((p, p), bool))
+    free = jnp.any(upper & ((theta != 0) | (jnp.abs(G) > L)), 0)
+    n_free = jnp.sum(free)
+    rows, cols = jnp.nonzero(free, size=p * (p + 1) // 2, fill_value=0)
+    columns = jnp.arange(p)
+
+    def coordinate(k, carry):
+        D, U, largest, active = carry
+        i, j = rows[k], cols[k]
+        w_i, w_j = W[:, i], W[:, j]
+        a = jnp.where(i == j, w_i[:, i] ** 2, w_i[:, j] ** 2 + w_i[:, i] * w_j[:, j])
+        b = G[:, i, j] + jnp.sum(w_i * U[:, :, j], -1)
+        c = theta[:, i, j] + jnp.sum(jnp.where(columns == j, D[:, i], 0.0), -1)
+        mu = jnp.where(active, -c + soft_threshold(c - b / a, L[:, i, j] / a), 0.0)
+        mu_ji = jnp.where(i == j, 0.0, mu)
+        D = D.at[:, i, j].add(mu).at[:, j, i].add(mu_ji)
+        U = U.at[:, i].add(mu[:, None] * w_j).at[:, j].add(mu_ji[:, None] * w_i)
+        return D, U, jnp.maximum(largest, jnp.abs(mu)), active
+
+    def sweeping(k, D, moved):
+        return (k < max_sweeps) & ((k == 0) | (moved > inner_tol * jnp.max(jnp.abs(D), (1, 2))))
+
+    def sweep(carry):
+        k, D, U, moved = carry
+        active = sweeping(k, D, moved)
+        D, U, now, _ = jax.lax.fori_loop(0, n_free, coordinate, (D, U, jnp.zeros_like(moved), active))
+        return k + 1, D, U, jnp.where(active, now, moved)
+
+    zero = jnp.zeros_like(S)
+    carry = (jnp.asarray(0), zero, zero, jnp.zeros(axis_size, S.dtype))
+    return jax.lax.while_loop(lambda c: jnp.any(sweeping(c[0], c[1], c[3])), sweep, carry)[1], True
+
+
+def update(state: State, S, hparams: Hyperparams) -> State:
+    """One Newton step: the direction (3)-(4), then the line search (5)."""
+    L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
+    theta = state.precision
+    D = newton_direction(state, S, L, _INNER_TOL, 1 + state.t)
+    F = objective(state, S, hparams)
+    delta = jnp.sum((S - state.covariance) * D) + jnp.sum(L * jnp.abs(theta + D)) - jnp.sum(L * jnp.abs(theta))
+    slack = 10 * jnp.finfo(S.dtype).eps * (jnp.abs(F) + jnp.sum(jnp.abs(S * theta)))
+
+    def attempt(beta):
+        new = theta + beta * D
+        chol, logdet, pd = _factor(new)
+        accept = pd & (objective_of(new, logdet, S, hparams) <= F + _SIGMA * beta * delta + slack)
+        return new, chol, logdet, accept
+
+    def cond(carry):
+        k, *_, accept = carry
+        return ~accept & (k < _MAX_HALVINGS)
+
+    def body(carry):
+        k = carry[0]
+        return (k + 1, *attempt(0.5**k))
+
+    _, new, chol, logdet, accept = jax.lax.while_loop(cond, body, (jnp.asarray(1), *attempt(jnp.asarray(1.0, S.dtype))))
+    W = _inverse(chol)
+    moved = State(new, W, logdet, kkt_residual(new, W, S, hparams), state.t + 1)
+    kept = eqx.tree_at(lambda s: s.t, state, state.t + 1)
+    return jax.tree.map(lambda a, b: jnp.where(accept, a, b), moved, kept)
+
+
+def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: int = 100, tol: float = 1e-4,
+        progress: bool | None = None, throw: bool = True) -> FitResult:
+    """Solve (1) for one covariance ``S``; ``result.state.precision`` is Theta and
+    ``result.trace`` the objective F after each step (non-increasing). Stops when the KKT
+    residual is at most ``tol * mean(diag S)``. ``init_state`` warm-starts (see
+    :func:`state_from_precision`). Vmappable over ``S`` and ``hparams.alpha``."""
+    if is_concrete(S, hparams.alpha):
+        check_covariance(S)
+        check_alpha(hparams.alpha)
+    S = jnp.asarray(S)
+    S = 0.5 * (S + S.T)
+    state = init(S, hparams) if init_state is None else init_state
+    scale = jnp.mean(jnp.diagonal(S))
+    return loop.run(lambda s: update(s, S, hparams), lambda s: objective(s, S, hparams), state, max_iter=max_iter,
+                    tol=0.0, progress=progress, throw=throw, done=lambda s: s.kkt <= tol * scale)
+
+
+def path(S, alphas, *, penalize_diagonal: bool = False, max_iter: int = 100, tol: float = 1e-4) -> FitResult:
+    """Solutions of (1) along ``alphas`` (give them in decreasing order), each step
+    warm-started from the previous solution; a :class:`FitResult` whose leaves have a
+    leading axis over ``alphas``."""
+    alphas = jnp.asarray(alphas)
+    if is_concrete(S, alphas):
+        check_covariance(S)
+        check_alpha(alphas)
+    S = jnp.asarray(S)
+    first = init(S, Hyperparams(alphas[0], penalize_diagonal))
+
+    def one(state, alpha):
+        hp = Hyperparams(alpha, penalize_diagonal)
+        warm = state_from_precision(state.precision, S, hp)
+        result = fit(S, hp, init_state=warm, max_iter=max_iter, tol=tol, throw=False)
+        return result.state, result
+
+    return jax.lax.scan(one, first, alphas)[1]
+
+
+def check_alpha(alpha) -> None:
+    a = np.asarray(alpha, dtype=float)
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
+
+
+def check_covariance(S) -> None:
+    """A finite symmetric (p, p) matrix with a positive diagonal."""
+    S = np.asarray(S)
+    if S.ndim != 2 or S.shape[0] != S.shape[1]:
+        raise ValueError(f"S must be a square (p, p) covariance matrix; got shape {S.shape}.")
+    if not np.all(np.isfinite(S)):
+        raise ValueError(f"S has {int(np.sum(~np.isfinite(S)))} non-finite entries.")
+    if not np.allclose(S, S.T, rtol=1e-6, atol=1e-8 * np.abs(S).max()):
+        raise ValueError("S must be symmetric.")
+    if np.any(np.diagonal(S) <= 0):
+        j = int(np.argmin(np.diagonal(S)))
+        raise ValueError(f"S must have a positive diagonal; S[{j}, {j}] = {S[j, j]!r} (a constant variable?).")
+
+
+__all__ = ["Hyperparams", "State", "init", "update", "objective", "objective_of", "kkt_residual", "fit", "path",
+           "state_from_precision", "soft_threshold", "check_covariance", "check_alpha"]

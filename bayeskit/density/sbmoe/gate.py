@@ -1,0 +1,142 @@
+"""M-step II: the gate's factor q(Lambda) = W(L L', eta0).
+
+Proposition 4 (the paper's experiments) minimises, over the Cholesky factor ``L``,
+
+    F(L) = -eta0 log det L + sum_n E_A LSE_{m != n}(-1/2 ||(x_n - x_m)' L A||^2)
+           + eta0/2 tr(L' (Lambda0^-1 + S_Omega) L)
+
+(minus the L-dependent part of the ELBO) with an optax optimiser, the expectation over
+the Bartlett factor ``A`` (``Lambda = L A A' L'``) by Monte Carlo; only the log-sum-exp
+needs sampling, since ``E[Lambda] = eta0 L L'``. ``L`` is parameterised by its strict
+lower triangle and the logarithm of its diagonal, so ``log det L = sum(log_diag)``.
+
+Proposition 3 sets ``(L L')^-1 = Lambda0^-1 + sum (Omega - t) (x_n - x_m)(x_n - x_m)'``
+with ``t`` the softmax tangent of the gate at the current mean precision; it is damped
+in the natural parameter and its eigenvalues are floored.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from bayeskit.core.linalg import pairwise_sqdist
+from bayeskit.density.sbmoe.estep import gate_logits, scatter
+from bayeskit.density.sbmoe.model import Priors
+
+
+class GateParams(eqx.Module):
+    """``L = tril(lower, -1) + diag(exp(log_diag))``."""
+
+    lower: Float[Array, "dx dx"]
+    log_diag: Float[Array, " dx"]
+
+    @property
+    def L(self) -> Array:
+        return jnp.tril(self.lower, -1) + jnp.diag(jnp.exp(self.log_diag))
+
+    @staticmethod
+    def from_factor(L: Array) -> GateParams:
+        return GateParams(lower=jnp.tril(L, -1), log_diag=jnp.log(jnp.diagonal(L)))
+
+
+def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float[Array, "n dim dim"]:
+    """``n`` Bartlett factors: lower triangular with ``A_ii^2 ~ chi^2(dof + 1 - i)`` and
+    standard normal entries below the diagonal, so ``L A A' L' ~ W(L L', dof)``.
+    The chi-square draws go through a log-gamma sampler (no underflow at small dof)."""
+    k_diag, k_low = jax.random.split(key)
+    shape = jnp.asarray(dof, dtype) - jnp.arange(dim, dtype=dtype)
+    log_gamma = jax.random.loggamma(k_diag, shape / 2, (n, dim), dtype)
+    diag = jnp.exp(0.5 * (jnp.log(jnp.asarray(2.0, dtype)) + log_gamma))
+    low = jnp.tril(jax.random.normal(k_low, (n, dim, dim), dtype), -1)
+    return low + jax.vmap(jnp.diag)(diag)
+
+
+def _row_lse(Z_rows: Array, Z: Array, rows: Array) -> Array:
+    """``sum_rows LSE_{m != n}(-1/2 ||z_n - z_m||^2)`` for a block of rows."""
+    d = pairwise_sqdist(Z_rows, Z)
+    mask = rows[:, None] == jnp.arange(Z.shape[0])[None, :]
+    return jnp.sum(jax.nn.logsumexp(jnp.where(mask, -jnp.inf, -0.5 * d), axis=1))
+
+
+def gate_log_normaliser(X: Array, M: Array, chunk: int | None) -> Array:
+    """``sum_n LSE_{m != n}(-1/2 ||(x_n - x_m)' M||^2)`` for one draw ``M = L A``; with
+    ``chunk`` the rows go in blocks rematerialised in the backward pass."""
+    Z = X @ M
+    n = Z.shape[0]
+    if chunk is None or chunk >= n:
+        return _row_lse(Z, Z, jnp.arange(n))
+    pad = (-n) % chunk
+    rows = jnp.concatenate([jnp.arange(n), jnp.full((pad,), -1)]).reshape(-1, chunk)
+    Z_pad = jnp.concatenate([Z, jnp.zeros((pad, Z.shape[1]), Z.dtype)]).reshape(-1, chunk, Z.shape[1])
+
+    @jax.checkpoint
+    def block(Zr, r):
+        d = pairwise_sqdist(Zr, Z)
+        mask = r[:, None] == jnp.arange(n)[None, :]
+        lse = jax.nn.logsumexp(jnp.where(mask, -jnp.inf, -0.5 * d), axis=1)
+        return jnp.sum(jnp.where(r >= 0, lse, 0.0))
+
+    return jnp.sum(jax.lax.map(lambda args: block(*args), (Z_pad, rows)))
+
+
+def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, eta0: Array, n_samples: int, chunk: int | None = None) -> Array:
+    """Monte Carlo estimate of ``sum_n E_q LSE_{m != n}(-1/2 d_Lambda(x_n, x_m))``."""
+    A = bartlett(key, L.shape[0], eta0, n_samples, L.dtype)
+    return jnp.mean(jax.vmap(lambda a: gate_log_normaliser(X, L @ a, chunk))(A))
+
+
+def gate_loss(params: GateParams, key: PRNGKeyArray, X: Array, s_omega: Array, priors: Priors, n_samples: int, chunk: int | None) -> Array:
+    """``F(L) / N`` of Proposition 4 (one Monte Carlo estimate)."""
+    L = params.L
+    total = priors.lambda0_inv + s_omega
+    F = (
+        -priors.eta0 * jnp.sum(params.log_diag)
+        + expected_log_normaliser(key, X, L, priors.eta0, n_samples, chunk)
+        + 0.5 * priors.eta0 * jnp.sum(L * (total @ L))
+    )
+    return F / X.shape[0]
+
+
+def stochastic_update(
+    key: PRNGKeyArray,
+    params: GateParams,
+    opt_state,
+    X: Array,
+    s_omega: Array,
+    priors: Priors,
+    optimizer: optax.GradientTransformation,
+    *,
+    steps: int,
+    n_samples: int,
+    chunk: int | None,
+):
+    """``steps`` optimiser sub-steps on F (Proposition 4), warm-started at ``params``."""
+    grad = jax.grad(gate_loss)
+
+    def step(carry, k):
+        p, o = carry
+        g = grad(p, k, X, s_omega, priors, n_samples, chunk)
+        updates, o = optimizer.update(g, o, p)
+        return (optax.apply_updates(p, updates), o), None
+
+    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), jax.random.split(key, steps))
+    return params, opt_state
+
+
+def projection_update(L: Array, X: Array, s_omega: Array, priors: Priors) -> tuple[Array, Array]:
+    """Proposition 3 with the softmax tangent ``t``, damping and an eigenvalue floor.
+
+    Returns the new factor and whether the floor was hit."""
+    t = jax.nn.softmax(gate_logits(X, L, priors.eta0), axis=1)
+    target = priors.lambda0_inv + s_omega - scatter(t, X)
+    current = jnp.linalg.inv(L @ L.T)
+    natural = (1 - priors.damping) * current + priors.damping * target
+    w, U = jnp.linalg.eigh(0.5 * (natural + natural.T))
+    floor = priors.floor * jnp.max(jnp.linalg.eigvalsh(priors.lambda0_inv))
+    floored = jnp.any(w < floor)
+    V = (U / jnp.maximum(w, floor)) @ U.T
+    return jnp.linalg.cholesky(0.5 * (V + V.T)), floored

@@ -1,0 +1,95 @@
+"""The posterior predictive of Section 3.3, a Gaussian mixture per test input.
+
+    p(y* | x*) ~= 1/K_e sum_k sum_c pi^k_c(x*) N(y* | mu^k_c, Sigma^k_c),
+    pi^k_c(x*) = sum_n gbar_n(x*) gamma_c(y_n; theta^k),
+    gbar_n(x*) = 1/K_g sum_k' softmax_n(-1/2 (x* - x_n)' Lambda^k' (x* - x_n)),
+
+with ``Lambda^k' ~ q(Lambda)`` and joint expert draws ``theta^k ~ q(mu, Sigma)``; the
+same ``theta^k`` enters the weights ``gamma`` and the components. It is a mixture of
+``K_e C`` Gaussians whose weights depend on x* and whose components do not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from bayeskit.core.chunks import map_blocks
+from bayeskit.core.linalg import pairwise_sqdist
+from bayeskit.density.mixture import Mixture
+from bayeskit.density.sbmoe.gate import bartlett
+from bayeskit.density.sbmoe.inference import State
+from bayeskit.density.sbmoe.model import Hyperparams
+
+
+def mean_gate(X_test: Array, X: Array, M: Float[Array, "kg dx dx"]) -> Float[Array, "m n"]:
+    """``gbar(x*)``: the gate's softmax over the training points, averaged over draws."""
+
+    def one(Mk):
+        return jax.nn.softmax(-0.5 * pairwise_sqdist(X_test @ Mk, X @ Mk), axis=1)
+
+    return jnp.mean(jax.vmap(one)(M), axis=0)
+
+
+def expert_draws(key: PRNGKeyArray, state: State, n_draws: int) -> tuple[Array, Array]:
+    """Joint draws ``Sigma_c ~ IW(Psi_c, nu_c)``, ``mu_c ~ N(m_c, Sigma_c / kappa_c)``:
+    means (K_e, C, Dy) and Cholesky factors (K_e, C, Dy, Dy), standardised units."""
+    e = state.experts
+    c, dy = e.m.shape
+    dtype = e.m.dtype
+    k_w, k_mu = jax.random.split(key)
+    A = jax.vmap(lambda k, nu: bartlett(k, dy, nu, n_draws, dtype), out_axes=1)(jax.random.split(k_w, c), e.nu)
+    chol_prec = jnp.linalg.cholesky(jnp.linalg.inv(e.psi))  # W ~ Wishart(Psi^-1, nu): W = P A A' P'
+    factor = chol_prec[None] @ A  # (K_e, C, Dy, Dy): W = factor factor'
+    # Sigma = W^-1 = factor^-T factor^-1; its Cholesky factor from the inverse of ``factor``.
+    sigma = jnp.linalg.inv(factor @ jnp.swapaxes(factor, -1, -2))
+    chol = jnp.linalg.cholesky(0.5 * (sigma + jnp.swapaxes(sigma, -1, -2)))
+    z = jax.random.normal(k_mu, (n_draws, c, dy), dtype)
+    mu = e.m + jnp.einsum("kcij,kcj->kci", chol, z) / jnp.sqrt(e.kappa)[None, :, None]
+    return mu, chol
+
+
+def _log_gauss(Y: Array, mu: Array, chol: Array) -> Array:
+    """``log N(y_n | mu_c, chol_c chol_c')`` of shape (N, C)."""
+    diff = Y[None, :, :] - mu[:, None, :]
+    white = jax.lax.linalg.triangular_solve(chol, diff, left_side=False, lower=True, transpose_a=True)
+    logdet = jnp.sum(jnp.log(jnp.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+    return (-0.5 * jnp.sum(white**2, axis=-1) - logdet[:, None] - 0.5 * Y.shape[1] * math.log(2 * math.pi)).T
+
+
+@eqx.filter_jit
+def predictive(
+    key: PRNGKeyArray,
+    state: State,
+    X: Float[Array, "m dx"],
+    hparams: Hyperparams,
+    *,
+    n_gate: int = 100,
+    n_draws: int = 100,
+    chunk_size: int | None = None,
+) -> Mixture:
+    """The posterior predictive mixture at the inputs ``X`` (caller's units), from
+    ``n_gate`` draws of q(Lambda) (K_g) and ``n_draws`` joint draws of the experts (K_e).
+
+    ``chunk_size`` bounds the test rows whose gate is computed at once.
+    """
+    data = state.data
+    dtype = data.X.dtype
+    X = jnp.atleast_2d(jnp.asarray(X, dtype))
+    Xs = (X - data.x_shift) / data.x_scale
+    dx = data.X.shape[1]
+    eta0 = hparams.priors(dx, data.Y.shape[1], dtype).eta0
+    k_gate, k_exp = jax.random.split(key)
+    M = state.gate.L @ bartlett(k_gate, dx, eta0, n_gate, dtype)
+    g = map_blocks(lambda x: mean_gate(x, data.X, M), Xs, chunk_size)
+    mu, chol = expert_draws(k_exp, state, n_draws)
+    gamma = jax.nn.softmax(jax.vmap(lambda m, c: _log_gauss(data.Y, m, c))(mu, chol), axis=-1)  # (K_e, N, C)
+    pi = jnp.einsum("mn,knc->mkc", g, gamma).reshape(X.shape[0], -1)
+    log_w = jnp.log(jnp.maximum(pi, jnp.finfo(dtype).tiny)) - math.log(n_draws)
+    means = data.y_shift + data.y_scale * mu.reshape(-1, mu.shape[-1])
+    scale_tril = data.y_scale[:, None] * chol.reshape((-1,) + chol.shape[-2:])
+    return Mixture(log_weights=log_w, means=means, scale_tril=scale_tril)

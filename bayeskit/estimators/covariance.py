@@ -1,0 +1,362 @@
+"""Covariance and component models: the graphical lasso of :mod:`bayeskit.covariance.glasso`,
+residual component analysis and EM/RCA of :mod:`bayeskit.covariance.rca`, sparse PCA of
+:mod:`bayeskit.covariance.sparse_pca`."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bayeskit.core import validation
+from bayeskit.core.status import Status, is_failure
+from bayeskit.covariance import glasso, rca
+
+
+class GraphicalLasso(BaseEstimator):
+    """Sparse inverse covariance by the graphical lasso (QUIC's Newton method, see
+    :mod:`bayeskit.covariance.glasso`): minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|,
+    the sum over the off-diagonal entries (scikit-learn's convention) or, with
+    ``penalize_diagonal=True``, over all entries (R glasso's default).
+
+    ``fit(X)`` uses the empirical covariance of X (rows are samples; centred unless
+    ``assume_centered``), ``fit_covariance(S)`` a given covariance.
+
+    Attributes
+    ----------
+    covariance_ : (p, p) W = Theta^-1
+    precision_ : (p, p) Theta, with exact zeros
+    location_ : (p,) the mean that was removed (zeros for ``fit_covariance``)
+    n_iter_ : Newton iterations run
+    kkt_ : the largest violation of the optimality conditions at the solution
+    objective_ : the objective after each iteration (non-increasing)
+    """
+
+    def __init__(self, alpha=0.01, *, penalize_diagonal=False, tol=1e-4, max_iter=100, assume_centered=False):
+        self.alpha = alpha
+        self.penalize_diagonal = penalize_diagonal
+        self.tol = tol
+        self.max_iter = max_iter
+        self.assume_centered = assume_centered
+
+    def fit(self, X, y=None):
+        """Fit on the empirical covariance of X (n_samples, n_features)."""
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        _, S = _second_moment(self, X, False)
+        return self._fit(S, self.location_)
+
+    def fit_covariance(self, S):
+        """Fit on a given covariance matrix S (p, p)."""
+        S = validation.check_matrix(S, "S", min_rows=2, min_cols=2)
+        self.n_features_in_ = S.shape[0]
+        return self._fit(S, np.zeros(S.shape[0], S.dtype))
+
+    def _fit(self, S, location):
+        validation.check_positive(tol=self.tol)
+        validation.check_int_in("max_iter", self.max_iter, 1)
+        hp = glasso.Hyperparams(float(self.alpha), bool(self.penalize_diagonal))
+        # glasso.fit checks S and alpha on the host before compiling
+        result = glasso.fit(jnp.asarray(S), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        if bool(is_failure(result.status)):
+            raise RuntimeError(f"GraphicalLasso failed: {Status[result.status]}")
+        if result.status == Status.max_iter_reached:
+            warnings.warn(f"GraphicalLasso stopped at max_iter={self.max_iter} with KKT residual "
+                          f"{float(result.state.kkt):.3g}; raise max_iter or tol.", ConvergenceWarning, stacklevel=3)
+        self.location_ = location
+        self.precision_ = np.asarray(result.state.precision)
+        self.covariance_ = np.asarray(result.state.covariance)
+        self.n_iter_ = int(result.n_iter)
+        self.kkt_ = float(result.state.kkt)
+        self.objective_ = np.asarray(result.trace)[: self.n_iter_]
+        return self
+
+    def score(self, X, y=None):
+        """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
+        check_is_fitted(self, "precision_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        Xc = X - self.location_
+        _, logdet = np.linalg.slogdet(self.precision_)
+        quad = np.einsum("ij,jk,ik->i", Xc, self.precision_, Xc)
+        return float(np.mean(0.5 * (logdet - quad - X.shape[1] * np.log(2 * np.pi))))
+
+
+def _second_moment(estimator, Y, dual: bool):
+    """Centre the draws (rows of Y, or columns when ``dual``) unless ``assume_centered``;
+    return the draws as rows and their second moment."""
+    Z = Y.T if dual else Y
+    estimator.location_ = np.zeros(Z.shape[1], Z.dtype) if estimator.assume_centered else Z.mean(0)
+    Zc = Z - estimator.location_
+    return Zc, Zc.T @ Zc / Z.shape[0]
+
+
+def _gaussian_score(Z, location, covariance) -> float:
+    """Mean log-density of the rows of Z under N(location, covariance)."""
+    L = np.linalg.cholesky(covariance)
+    half = np.linalg.solve(L, (Z - location).T)
+    logdet = 2 * np.sum(np.log(np.diagonal(L)))
+    return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
+
+
+class RCA(BaseEstimator):
+    """Maximum-likelihood residual component analysis (Kalaitzis & Lawrence 2012; see
+    :mod:`bayeskit.covariance.rca`): y ~ N(0, W W' + Sigma) with Sigma given, W from the generalised
+    eigenproblem C S = Sigma S D.
+
+    Parameters
+    ----------
+    n_components : int or None
+        Number of components. ``None`` keeps the generalised eigenvalues above 1, which may
+        be none; an int keeps the leading ones (a component whose eigenvalue is <= 1 is 0).
+    dual : bool
+        False (primal): the rows of Y are the draws and Sigma is (n_features, n_features).
+        True (dual): the columns are the draws, Sigma is (n_samples, n_samples) (for
+        example a kernel over time points), and ``components_`` holds the latent
+        coordinates X of the samples.
+    assume_centered : bool
+        Do not subtract the mean draw.
+
+    Attributes
+    ----------
+    components_ : (d, q) W = Sigma S (D - I)^{1/2}, d the dimension Sigma lives on
+    eigenvalues_ : (d,) all generalised eigenvalues, decreasing
+    eigenvectors_ : (d, d) S, Sigma-normalised
+    n_components_ : q
+    location_ : the mean draw that was removed
+    log_likelihood_ : mean log-likelihood per draw at the solution
+    """
+
+    def __init__(self, n_components=None, *, dual=False, assume_centered=False):
+        self.n_components = n_components
+        self.dual = dual
+        self.assume_centered = assume_centered
+
+    def fit(self, Y, Sigma):
+        """Fit on data Y (n_samples, n_features) and explained covariance Sigma."""
+        Y = validate_data(self, Y, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        Z, C = _second_moment(self, Y, bool(self.dual))
+        Sigma = validation.check_matrix(Sigma, "Sigma")
+        rca.check_covariance(Sigma, "Sigma")
+        rca.check_same_shape(C, Sigma)
+        rank = min(C.shape[0], Z.shape[0] - (0 if self.assume_centered else 1))
+        if self.n_components is not None:
+            validation.check_int_in("n_components", self.n_components, 1, rank)
+        solution = rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components)
+        q = int(solution.n_components)
+        self.components_ = np.asarray(solution.components)[:, :q]
+        self.eigenvalues_ = np.asarray(solution.eigenvalues)
+        self.eigenvectors_ = np.asarray(solution.eigenvectors)
+        self.n_components_ = q
+        self.sigma_ = np.asarray(Sigma, C.dtype)
+        self.log_likelihood_ = float(rca.log_likelihood(jnp.asarray(C), jnp.asarray(self.components_),
+                                                        jnp.asarray(self.sigma_)))
+        return self
+
+    def _draws(self, Y):
+        check_is_fitted(self, "components_")
+        if self.dual:  # new draws are new columns, so the column count may differ from fit's
+            Z = validation.check_matrix(Y, "Y").T
+        else:
+            Z = validate_data(self, Y, reset=False, dtype=[np.float64, np.float32])
+        if Z.shape[1] != self.components_.shape[0]:
+            raise ValueError(f"each draw must have length {self.components_.shape[0]}; got {Z.shape[1]}.")
+        return Z
+
+    def transform(self, Y):
+        """Posterior means (3) of the latent coordinates: one row per draw (per sample, or
+        per feature when ``dual``)."""
+        Z = self._draws(Y)
+        mean, _ = rca.posterior(jnp.asarray(Z - self.location_), jnp.asarray(self.components_),
+                                jnp.asarray(self.sigma_))
+        return np.asarray(mean)
+
+    def residual_scores(self, Y):
+        """||S_q' y||^2 per draw: the squared length of each draw's projection on the q
+        residual generalised eigenvectors (chi-square with q degrees of freedom when y ~
+        N(0, Sigma)). With ``dual=True`` and a temporal kernel Sigma this ranks genes by
+        how far their treatment and control profiles depart from one shared function."""
+        Z = self._draws(Y)
+        coordinates = (Z - self.location_) @ self.eigenvectors_[:, : self.n_components_]
+        return np.sum(coordinates**2, axis=1)
+
+    def score(self, Y, y=None):
+        """Mean log-likelihood per draw under N(location_, W W' + Sigma)."""
+        Z = self._draws(Y)
+        return _gaussian_score(Z, self.location_, self.components_ @ self.components_.T + self.sigma_)
+
+
+class EMRCA(BaseEstimator):
+    """Low rank plus sparse inverse plus isotropic noise by EM/RCA (Kalaitzis & Lawrence
+    2012; see :mod:`bayeskit.covariance.rca`): y ~ N(0, W W' + Lambda^-1 + s2 I) with a sparse
+    precision Lambda (graphical-lasso M-step) and residual components W (RCA step).
+
+    Parameters
+    ----------
+    alpha : float
+        The L1 penalty on Lambda, as in :class:`GraphicalLasso`.
+    noise_variance : float or None
+        s2, held fixed; ``None`` takes 0.5 tr(C) / p, the authors' choice.
+    n_components : int or None
+        Width of W; ``None`` lets each RCA step keep the eigenvalues above 1.
+    penalize_diagonal : bool
+        Penalise Lambda's diagonal too (default True, the authors' and R glasso's choice).
+    tol, max_iter
+        Stop when the relative rise of the penalised bound is below ``tol``.
+
+    Attributes
+    ----------
+    precision_ : (p, p) Lambda, with exact zeros
+    components_ : (p, q) W, its nonzero columns
+    covariance_ : (p, p) W W' + Lambda^-1 + s2 I
+    noise_variance_ : s2
+    bound_ : the penalised log marginal likelihood per draw after each iteration
+    max_decrease_ : the largest drop of the bound between iterations (0 when monotone)
+    n_iter_, location_
+    """
+
+    def __init__(self, alpha=0.1, *, noise_variance=None, n_components=None, penalize_diagonal=True, tol=1e-7,
+                 max_iter=1000, assume_centered=False):
+        self.alpha = alpha
+        self.noise_variance = noise_variance
+        self.n_components = n_components
+        self.penalize_diagonal = penalize_diagonal
+        self.tol = tol
+        self.max_iter = max_iter
+        self.assume_centered = assume_centered
+
+    def fit(self, X, y=None):
+        """Fit on data X (n_samples, n_features); rows are the draws."""
+        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        _, C = _second_moment(self, X, False)
+        validation.check_positive(tol=self.tol)
+        validation.check_int_in("max_iter", self.max_iter, 1)
+        s2 = 0.5 * np.trace(C) / C.shape[0] if self.noise_variance is None else self.noise_variance
+        hp = rca.EMHyperparams(self.alpha, s2, bool(self.penalize_diagonal), self.n_components)
+        # rca.em_fit checks alpha, s2 and n_components on the host before compiling
+        result = rca.em_fit(jnp.asarray(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        if bool(is_failure(result.status)):
+            raise RuntimeError(f"EMRCA failed: {Status[result.status]}")
+        if result.status == Status.max_iter_reached:
+            warnings.warn(f"EMRCA stopped at max_iter={self.max_iter}; raise max_iter or tol.", ConvergenceWarning,
+                          stacklevel=2)
+        state = result.state
+        self.n_iter_ = int(result.n_iter)
+        self.bound_ = np.asarray(result.trace)[: self.n_iter_]
+        self.max_decrease_ = float(state.max_decrease)
+        if self.max_decrease_ > 1e-8 * (1 + abs(float(state.bound))):
+            warnings.warn(f"the EM/RCA bound fell by {self.max_decrease_:.3g} between two iterations (the "
+                          "graphical-lasso M-step is solved to a tolerance).", RuntimeWarning, stacklevel=2)
+        W = np.asarray(state.W)
+        self.components_ = W[:, np.linalg.norm(W, axis=0) > 0]
+        self.precision_ = np.asarray(state.sparse.precision)
+        self.noise_variance_ = float(s2)
+        sparse_cov = np.asarray(state.sparse.covariance)
+        self.covariance_ = self.components_ @ self.components_.T + sparse_cov + s2 * np.eye(C.shape[0], dtype=C.dtype)
+        return self
+
+    def score(self, X, y=None):
+        """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
+        check_is_fitted(self, "precision_")
+        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        return _gaussian_score(X, self.location_, self.covariance_)
+
+
+__all__ = ["GraphicalLasso", "RCA", "EMRCA"]
+
+
+class SparsePCA(BaseEstimator):
+    """Sparse principal components by the DSPCA relaxation, solved by block coordinate ascent
+    after safe feature elimination (Zhang & El Ghaoui 2011; :mod:`bayeskit.covariance.sparse_pca`).
+
+    Works from a dense array or a scipy.sparse matrix (rows are samples) without forming the
+    full covariance: only the variances and the block of the features that survive
+    elimination are computed. Later components come from projection deflation of the
+    covariance (Mackey 2008).
+
+    Parameters
+    ----------
+    n_components : int
+    cardinality : int, optional
+        Target number of non-zero loadings per component; the penalty is searched by
+        bisection. Give this or ``alpha``.
+    alpha : float, optional
+        The penalty lambda, fixed for every component.
+    max_features : int
+        At most this many surviving features (those of largest variance) enter a solve.
+    beta, n_sweeps, threshold
+        The log-barrier weight, the BCA sweeps, and the relative size below which a loading
+        of the leading eigenvector is set to zero.
+
+    Attributes
+    ----------
+    components_ : (n_components, p) unit loadings, mostly zeros
+    alphas_ : (n_components,) the penalty of each component
+    n_features_kept_ : (n_components,) features that survived safe elimination
+    explained_variance_ : (n_components,) v' Sigma_k v, the variance of each component's
+        scores in the deflated covariance
+    mean_ : (p,) feature means
+    """
+
+    def __init__(self, n_components=1, *, cardinality=None, alpha=None, max_features=2000, beta=1e-4, n_sweeps=20,
+                 threshold=1e-3):
+        self.n_components = n_components
+        self.cardinality = cardinality
+        self.alpha = alpha
+        self.max_features = max_features
+        self.beta = beta
+        self.n_sweeps = n_sweeps
+        self.threshold = threshold
+
+    def fit(self, X, y=None):
+        from bayeskit.covariance import sparse_pca
+
+        X = self._check(X)
+        n, p = X.shape
+        self.n_features_in_ = p
+        validation.check_int_in("n_components", self.n_components, 1, p)
+        validation.check_int_in("max_features", self.max_features, 1)
+        validation.check_positive(beta=self.beta)
+        if (self.cardinality is None) == (self.alpha is None):
+            raise ValueError("give exactly one of cardinality and alpha.")
+        if self.cardinality is not None:
+            validation.check_int_in("cardinality", self.cardinality, 1, p)
+        else:
+            glasso.check_alpha(self.alpha)
+        moments = sparse_pca.Moments(X)
+        options = dict(max_features=int(self.max_features), beta=float(self.beta), n_sweeps=int(self.n_sweeps),
+                       threshold=float(self.threshold))
+        V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
+        for _ in range(self.n_components):
+            deflated = sparse_pca.Deflated(moments, V)
+            if self.cardinality is not None:
+                v, lam, n_kept = sparse_pca.search_penalty(deflated, int(self.cardinality), **options)
+            else:
+                lam = float(self.alpha)
+                v, n_kept = sparse_pca.component_at(deflated, lam, **options)
+            support = np.nonzero(v)[0]
+            explained.append(float(v[support] @ deflated.block(support) @ v[support]) if support.size else 0.0)
+            V = np.c_[V, v]
+            alphas.append(lam)
+            kept.append(n_kept)
+        self.components_ = V.T
+        self.alphas_, self.n_features_kept_ = np.array(alphas), np.array(kept)
+        self.explained_variance_, self.mean_ = np.array(explained), moments.mean
+        return self
+
+    def _check(self, X):
+        if hasattr(X, "tocsr"):
+            if not np.all(np.isfinite(X.data)):
+                raise ValueError("X contains non-finite values.")
+            if X.shape[0] < 2:
+                raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 required.")
+            return X
+        return validation.check_matrix(X, min_rows=2)
+
+    def transform(self, X):
+        """Scores (X - mean_) components_' (dense)."""
+        check_is_fitted(self, "components_")
+        X = self._check(X)
+        return np.asarray(X @ self.components_.T) - self.mean_ @ self.components_.T

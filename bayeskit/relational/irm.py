@@ -1,0 +1,240 @@
+"""The infinite relational model (Kemp, Tenenbaum, Griffiths, Yamada & Ueda, AAAI 2006)
+for one type of object and R binary relations on it, by collapsed Gibbs sampling.
+
+Model: a partition of the N objects from a Chinese restaurant process CRP(gamma); for
+every relation r and ordered pair of clusters (a, b) a link probability
+eta_rab ~ Beta(beta, beta); y_rij ~ Bernoulli(eta_r z_i z_j) on the observed cells. The
+eta are integrated out, so a block with n1 ones and n0 zeros contributes
+B(beta + n1, beta + n0) / B(beta, beta). For an undirected relation the blocks are
+unordered ({a, b}) and each unordered pair of objects is counted once.
+
+Each Gibbs step removes object i from its cluster and draws its cluster from
+
+    Pr(z_i = a | .) proportional to n_a (existing) or gamma (one new cluster)
+                    times prod over the blocks that i's cells touch of the ratio of marginals,
+
+computed for all candidate clusters at once from block counts kept up to date. The
+number of clusters is capped at ``c_max`` (static); a chain that uses them all is flagged.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import betaln
+from jaxtyping import Array, Float, Int, PRNGKeyArray
+
+from bayeskit.core import mcmc
+from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.relational.data import Data, as_data, by_relation, check_relations, per_relation
+
+
+class Hyperparams(eqx.Module):
+    """c_max: the most clusters (static); symmetric: undirected relations; gamma: CRP
+    concentration; beta: symmetric Beta prior of the block link probabilities."""
+
+    c_max: int = eqx.field(static=True, default=24)
+    symmetric: bool = eqx.field(static=True, default=False)
+    gamma: float = 1.0
+    beta: float = 1.0
+
+
+class State(eqx.Module):
+    z: Int[Array, " n"]
+    rng_key: PRNGKeyArray
+    log_joint: Array
+
+    @property
+    def sample(self) -> dict[str, Array]:
+        n_clusters = jnp.sum(jnp.any(jax.nn.one_hot(self.z, self.z.shape[-1] + 1) > 0, axis=-2), axis=-1)
+        return {"z": self.z, "n_clusters": n_clusters, "log_joint": self.log_joint}
+
+
+def block_counts(z, data: Data, c_max: int, symmetric: bool):
+    """(ones, zeros), each (R, C, C): observed cells per block; symmetric blocks merged
+    into the upper triangle's orientation (both entries hold the unordered total)."""
+    onehot = jax.nn.one_hot(z, c_max, dtype=data.Y.dtype)
+    mask = data.mask.astype(data.Y.dtype)
+    ones = jnp.einsum("ia,rij,jb->rab", onehot, data.Y * mask, onehot)
+    total = jnp.einsum("ia,rij,jb->rab", onehot, mask, onehot)
+    if symmetric:
+        diag = jnp.eye(c_max, dtype=bool)
+        ones = jnp.where(diag, ones, ones + jnp.swapaxes(ones, 1, 2))
+        total = jnp.where(diag, total, total + jnp.swapaxes(total, 1, 2))
+    return ones, total - ones
+
+
+def _block_term(ones, zeros, beta):
+    return betaln(beta + ones, beta + zeros) - betaln(beta, beta)
+
+
+def log_joint(z, data: Data, hparams: Hyperparams) -> Array:
+    """log p(Y, z): the CRP probability of the partition and the block marginals."""
+    c = hparams.c_max
+    ones, zeros = block_counts(z, data, c, hparams.symmetric)
+    blocks = _block_term(ones, zeros, hparams.beta)
+    if hparams.symmetric:
+        blocks = jnp.where(jnp.triu(jnp.ones((c, c), bool)), blocks, 0.0)
+    sizes = jnp.bincount(z, length=c).astype(data.Y.dtype)
+    used = sizes > 0
+    n = z.shape[0]
+    log_crp = (used.sum() * jnp.log(hparams.gamma) + jnp.sum(jnp.where(used, jax.scipy.special.gammaln(sizes), 0.0))
+               + jax.scipy.special.gammaln(hparams.gamma) - jax.scipy.special.gammaln(hparams.gamma + n))
+    return log_crp + blocks.sum()
+
+
+def _object_cells(i, z, data: Data, c_max: int):
+    """Object i's observed cells by the other objects' clusters: row (i, j) and column
+    (j, i) ones and totals (each (R, C), j != i), and the diagonal cell (R,)."""
+    others = jax.nn.one_hot(z, c_max, dtype=data.Y.dtype).at[i].set(0.0)
+    m = data.mask.astype(data.Y.dtype)
+    row_m, col_m = m[:, i, :], m[:, :, i]
+    row = (jnp.einsum("rj,ja->ra", data.Y[:, i, :] * row_m, others), jnp.einsum("rj,ja->ra", row_m, others))
+    col = (jnp.einsum("rj,ja->ra", data.Y[:, :, i] * col_m, others), jnp.einsum("rj,ja->ra", col_m, others))
+    diag = (data.Y[:, i, i] * m[:, i, i], m[:, i, i])
+    return row, col, diag
+
+
+def _candidate_scores(ones, zeros, row, col, diag, beta, symmetric: bool):
+    """log of the block-marginal ratio for putting object i into each cluster a, given
+    the counts without i (row, col: i's cells by the others' clusters; diag: (i, i))."""
+    (r1, rt), (c1, ct), (d1, dt) = row, col, diag
+    f = lambda n1, n0: _block_term(n1, n0, beta)
+    eye = jnp.eye(ones.shape[-1], dtype=bool)
+    base = f(ones, zeros)
+    if symmetric:  # unordered blocks {a, b}: row and column cells join the same block
+        gain = f(ones + (r1 + c1)[:, None, :], zeros + (rt - r1 + ct - c1)[:, None, :]) - base
+    else:  # block (a, b) gains the row cells, block (b, a) the column cells
+        gain = (f(ones + r1[:, None, :], zeros + (rt - r1)[:, None, :]) - base
+                + jnp.swapaxes(f(ones + c1[:, :, None], zeros + (ct - c1)[:, :, None]) - base, 1, 2))
+    d_ones, d_zeros = jnp.diagonal(ones, axis1=1, axis2=2), jnp.diagonal(zeros, axis1=1, axis2=2)
+    self_gain = (f(d_ones + r1 + c1 + d1[:, None], d_zeros + (rt - r1) + (ct - c1) + (dt - d1)[:, None])
+                 - f(d_ones, d_zeros))
+    return jnp.sum(jnp.where(eye, 0.0, gain), axis=(0, 2)) + self_gain.sum(0)
+
+
+def _move(counts, a, cells, sign, symmetric: bool):
+    """Add (sign = 1) or remove (sign = -1) object i's cells as a member of cluster a."""
+    ones, zeros = counts
+    out = []
+    for n, (row, col, diag) in ((ones, cells[0]), (zeros, cells[1])):
+        if symmetric:
+            v = row + col
+            n = n.at[:, a, :].add(sign * v).at[:, :, a].add(sign * v).at[:, a, a].add(sign * (diag - v[:, a]))
+        else:
+            n = n.at[:, a, :].add(sign * row).at[:, :, a].add(sign * col).at[:, a, a].add(sign * diag)
+        out.append(n)
+    return tuple(out)
+
+
+def _update_object(key, i, z, counts, data: Data, hparams: Hyperparams):
+    c = hparams.c_max
+    row, col, diag = _object_cells(i, z, data, c)
+    cells = ((row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0]))
+    ones, zeros = _move(counts, z[i], cells, -1.0, hparams.symmetric)
+    sizes = jnp.bincount(z.at[i].set(c), length=c + 1)[:c]
+    scores = _candidate_scores(ones, zeros, row, col, diag, hparams.beta, hparams.symmetric)
+    empty = sizes == 0
+    first_empty = empty & (jnp.cumsum(empty) == 1)
+    log_prior = jnp.where(sizes > 0, jnp.log(jnp.maximum(sizes, 1)), jnp.where(first_empty, jnp.log(hparams.gamma), -jnp.inf))
+    a = jax.random.categorical(key, log_prior + scores).astype(z.dtype)
+    return z.at[i].set(a), _move((ones, zeros), a, cells, 1.0, hparams.symmetric)
+
+
+def sweep(key, z, data: Data, hparams: Hyperparams):
+    """One Gibbs sweep over the objects in a random order (block counts kept up to date)."""
+    n = z.shape[0]
+    k_perm, k_obj = jax.random.split(key)
+    order = jax.random.permutation(k_perm, n)
+    counts = block_counts(z, data, hparams.c_max, hparams.symmetric)
+
+    def body(t, carry):
+        return _update_object(jax.random.fold_in(k_obj, t), order[t], *carry, data, hparams)
+
+    return jax.lax.fori_loop(0, n, body, (z, counts))[0]
+
+
+def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
+    """Objects assigned uniformly at random to ``min(c_max, N) // 2`` clusters (from a
+    single cluster Gibbs moves rarely open a new one), unless ``z`` is given."""
+    n = data.Y.shape[1]
+    k_z, k_next = jax.random.split(key)
+    if z is None:
+        z = jax.random.randint(k_z, (n,), 0, max(1, min(hparams.c_max, n) // 2))
+    z = jnp.asarray(z, jnp.int32)
+    return State(z, k_next, log_joint(z, data, hparams))
+
+
+def step(state: State, data: Data, hparams: Hyperparams) -> State:
+    k_next, k_sweep = jax.random.split(state.rng_key)
+    z = sweep(k_sweep, state.z, data, hparams)
+    return State(z, k_next, log_joint(z, data, hparams))
+
+
+class IRMGibbs(VectorisedKernel):
+    """The collapsed Gibbs sampler as a numpyro kernel (``run(key, data)``)."""
+
+    sample_stats = ()
+
+    def __init__(self, hparams: Hyperparams | None = None, data_per_chain: bool = False):
+        super().__init__(data_per_chain)
+        self.hparams = hparams or Hyperparams()
+
+    def init_one(self, key, init_params, data):
+        return init(key, data, self.hparams, z=init_params)
+
+    def step_one(self, state, data):
+        return step(state, data, self.hparams)
+
+
+def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
+                     num_samples: int = 800, num_chains: int = 1, thinning: int = 1, separate_relations: bool = False,
+                     progress: bool = False) -> dict:
+    """Run vectorised IRM chains on Y (R, N, N) or (N, N) with training ``mask``; draws
+    (chain, draw, ...) of z (cluster labels), n_clusters and log_joint. With
+    ``separate_relations`` each relation has its own partition (one vectorised call) and
+    the draws are (relation, chain, draw, ...)."""
+    import warnings
+
+    hparams = hparams or Hyperparams()
+    if hparams.c_max < 1 or not float(hparams.gamma) > 0 or not float(hparams.beta) > 0:
+        raise ValueError("c_max must be at least 1 and gamma, beta positive.")
+    Y, mask = check_relations(Y, mask, hparams.symmetric)
+    data = as_data(Y, mask, hparams.symmetric)
+    if separate_relations:
+        data = per_relation(data, num_chains)
+    samples = run_chains(IRMGibbs(hparams, separate_relations), key, data, num_warmup=num_warmup, num_samples=num_samples,
+                         num_chains=num_chains * (Y.shape[0] if separate_relations else 1), thinning=thinning, progress=progress)
+    if separate_relations:
+        samples = by_relation(samples, Y.shape[0])
+    if int(np.max(samples["n_clusters"])) >= hparams.c_max:
+        warnings.warn(f"a chain used all c_max = {hparams.c_max} clusters; raise c_max.", RuntimeWarning, stacklevel=2)
+    return samples
+
+
+def predict_proba(samples: dict, Y, mask, hparams: Hyperparams, chunk_size: int = 32) -> Float[Array, "r n n"]:
+    """Posterior predictive Pr(y_rij = 1) = (beta + n1) / (2 beta + n1 + n0) of the
+    cell's block, averaged over the draws ((chain, draw, N), or (relation, chain, draw, N)
+    from separate per-relation partitions)."""
+    Y, mask = check_relations(Y, mask)
+    if jnp.ndim(samples["z"]) == 4:
+        return jnp.concatenate([predict_proba({"z": samples["z"][r]}, Y[r:r + 1], mask[r:r + 1], hparams, chunk_size)
+                                for r in range(Y.shape[0])])
+    data = as_data(Y, mask, hparams.symmetric)
+    z = jnp.asarray(samples["z"]).reshape(-1, jnp.shape(samples["z"])[-1])
+
+    def one(z):
+        ones, zeros = block_counts(z, data, hparams.c_max, hparams.symmetric)
+        p = (hparams.beta + ones) / (2 * hparams.beta + ones + zeros)
+        onehot = jax.nn.one_hot(z, hparams.c_max, dtype=p.dtype)
+        return jnp.einsum("ia,rab,jb->rij", onehot, p, onehot)
+
+    return jax.lax.map(one, z, batch_size=chunk_size).mean(0)
+
+
+def to_inference_data(samples: dict):
+    """ArviZ ``InferenceData`` of the draws of :func:`sample_posterior` (chain, draw, ...),
+    with IRMGibbs's sampler statistics apart; needs ``arviz``."""
+    return mcmc.to_inference_data(samples, IRMGibbs.sample_stats)

@@ -1,0 +1,44 @@
+"""Diagnostics of (chain, draw) draws and their ArviZ conversion: R-hat and ESS on
+autoregressive chains whose effective sample size is known, R-hat equal to ArviZ's split
+R-hat, and the groups of the InferenceData."""
+
+import numpy as np
+import pytest
+
+from bayeskit.core.mcmc import diagnostics, to_inference_data
+
+
+def _ar1(rng, phi, chains, draws, shift=None):
+    x = np.zeros((chains, draws))
+    x[:, 0] = rng.normal(size=chains) / np.sqrt(1 - phi**2)
+    for t in range(1, draws):
+        x[:, t] = phi * x[:, t - 1] + rng.normal(size=chains)
+    return x if shift is None else x + np.asarray(shift)[:, None]
+
+
+def test_ess_and_rhat_of_autoregressive_chains():
+    rng = np.random.default_rng(0)
+    phi, chains, draws = 0.5, 4, 4000
+    d = diagnostics({"x": _ar1(rng, phi, chains, draws)}, names=("x",))["x"]
+    want = chains * draws * (1 - phi) / (1 + phi)  # integrated autocorrelation time of AR(1)
+    assert d["ess"] == pytest.approx(want, rel=0.15)
+    assert abs(d["r_hat"] - 1) < 0.01
+    stuck = diagnostics({"x": _ar1(rng, phi, chains, draws, shift=[0, 0, 0, 3])}, names=("x",))["x"]
+    assert stuck["r_hat"] > 1.2
+
+
+def test_inference_data_matches_arviz():
+    az = pytest.importorskip("arviz")
+    rng = np.random.default_rng(1)
+    samples = {"log_joint": _ar1(rng, 0.9, 3, 300), "n_features": rng.integers(1, 5, (3, 300)),
+               "W": rng.normal(size=(3, 300, 2, 4, 4)), "accept": rng.random((3, 300)), "saturated": np.zeros((3, 300), bool)}
+    idata = to_inference_data(samples, ("accept", "saturated"))
+    assert set(idata.groups()) == {"posterior", "sample_stats"}
+    assert idata.posterior["W"].shape == (3, 300, 2, 4, 4)
+    assert "accept" not in idata.posterior and "lp" in idata.sample_stats
+    ours = diagnostics(samples, ("log_joint",))
+    assert ours["log_joint"]["r_hat"] == pytest.approx(float(az.rhat(idata, method="split")["log_joint"]), rel=1e-10)
+    assert np.isnan(diagnostics({"x": rng.normal(size=(1, 10))}, names=("x",))["x"]["r_hat"])
+    assert np.isnan(diagnostics({"x": rng.normal(size=(2, 3))}, names=("x",))["x"]["ess"])
+    with pytest.raises(ValueError, match="chain, draw"):
+        diagnostics({"x": np.ones(10)}, names=("x",))

@@ -1,0 +1,127 @@
+"""bayeskit.sweep: the same numbers as a plain vmap (padding, chunks, shared arguments,
+keys in and out), per-element status, bad input, and two processes over loopback."""
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import bayeskit
+from bayeskit.core.status import Status
+from bayeskit.covariance import glasso
+from bayeskit.robust import robpca
+
+# XLA's CPU runtime can deadlock when several virtual devices share two cores and each runs
+# FAST-MCD's 500 vmapped starts (bayeskit.core.sweep's docstring); 20 starts run.
+N_STARTS = 20
+
+
+def robpca_problem():
+    """Eight contaminated (30, 4) data sets and their keys."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(8, 30, 4)) * np.sqrt([8.0, 4.0, 2.0, 1.0])
+    X[:, :3, 3] += 10.0
+    return jax.random.split(jax.random.key(5), 8), X
+
+
+def glasso_problem():
+    """A sample covariance of 6 variables and a path of 6 penalties."""
+    rng = np.random.default_rng(4)
+    return np.cov(rng.normal(size=(40, 6)) @ rng.normal(size=(6, 6)), rowvar=False), np.linspace(0.05, 0.5, 6)
+
+
+def noisy_mean(key, X, scale):
+    return X.mean(0) * scale + jax.random.normal(key, X.shape[1:]), jax.random.split(key)[0]
+
+
+@pytest.mark.parametrize("chunk_size", [None, 2, 5])
+def test_sweep_equals_vmap_with_padding_and_chunks(chunk_size):
+    keys = jax.random.split(jax.random.key(0), 7)
+    X = jax.random.normal(jax.random.key(1), (7, 10, 3))
+    scale = jnp.arange(7.0)
+    mean, next_key = jax.vmap(noisy_mean)(keys, X, scale)
+    swept = bayeskit.sweep(noisy_mean, keys, (X,), scale, chunk_size=chunk_size)
+    np.testing.assert_allclose(swept.results[0], mean, rtol=1e-12)
+    np.testing.assert_array_equal(jax.random.key_data(swept.results[1]), jax.random.key_data(next_key))
+    assert isinstance(swept.results[0], np.ndarray) and swept.results[0].shape == (7, 3)
+    assert swept.ok.all()
+
+
+def test_shared_arguments_and_fit_status():
+    S, alphas = glasso_problem()
+    swept = bayeskit.sweep(lambda S, hp: glasso.fit(S, hp, throw=False), None, (S,), glasso.Hyperparams(alphas),
+                           in_axes=(None, 0))
+    ref = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), throw=False))(alphas)
+    np.testing.assert_allclose(swept.results.state.precision, ref.state.precision, atol=1e-12)
+    np.testing.assert_array_equal(np.asarray(swept.status._value), np.asarray(swept.results.status._value))
+    assert swept.ok.all()
+    nonzero = (np.abs(swept.results.state.precision) > 1e-10).sum((1, 2))
+    assert nonzero[0] > nonzero[-1]  # each element got its own penalty
+
+
+def test_status_without_a_fit_result_marks_nonfinite_elements():
+    x = jnp.array([1.0, -1.0, 4.0])
+    swept = bayeskit.sweep(lambda v: (jnp.sqrt(v), v), None, (x,))
+    np.testing.assert_array_equal(swept.status == Status.nonfinite, [False, True, False])
+    np.testing.assert_array_equal(swept.ok, [True, False, True])
+
+
+def test_bad_input():
+    x = jnp.ones((4, 2))
+    with pytest.raises(ValueError, match="nothing is batched"):
+        bayeskit.sweep(lambda v: v, None, (x,), in_axes=(None, None))
+    with pytest.raises(ValueError, match="disagree on the batch size"):
+        bayeskit.sweep(lambda k, v: v, jax.random.split(jax.random.key(0), 3), (x,))
+    with pytest.raises(ValueError, match="chunk_size"):
+        bayeskit.sweep(lambda v: v, None, (x,), chunk_size=0)
+    with pytest.raises(ValueError, match="in_axes"):
+        bayeskit.sweep(lambda v: v, None, (x,), in_axes=(1, 0))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_over_loopback(tmp_path):
+    """Two processes of two CPU devices each run one sweep under jax.distributed; both
+    receive every element, equal to a vmap in this process."""
+    root = Path(__file__).resolve().parents[2]
+    port = str(_free_port())
+    env = {**os.environ, "PYTHONPATH": str(root), "XLA_FLAGS": ""}
+    procs = [subprocess.Popen([sys.executable, str(root / "tests" / "core" / "distributed_worker.py"), str(i), port,
+                               str(tmp_path / f"{i}.npz")], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for i in range(2)]
+    logs = [p.communicate(timeout=300)[0].decode()[-3000:] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+
+    keys, X = robpca_problem()
+    ref = jax.vmap(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS))(keys, X)
+    S, alphas = glasso_problem()
+    path = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), throw=False))(alphas)
+    for i in range(2):
+        got = np.load(tmp_path / f"{i}.npz")
+        np.testing.assert_allclose(got["eigenvalues"], ref.eigenvalues, rtol=1e-8)
+        np.testing.assert_allclose(np.abs(got["components"]), np.abs(ref.components), atol=1e-8)
+        np.testing.assert_allclose(got["precision"], path.state.precision, atol=1e-10)
+        assert got["converged"].all()
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1, 3, 7, 50])
+def test_map_blocks_equals_the_whole_batch(chunk_size):
+    from bayeskit.core.chunks import map_blocks
+
+    x = jax.random.normal(jax.random.key(2), (7, 4))
+    f = lambda v: (jnp.tanh(v) @ jnp.ones((4, 2)), jnp.zeros((v.shape[0], 0)))  # noqa: E731
+    got = jax.jit(lambda v: map_blocks(f, v, chunk_size))(x)
+    np.testing.assert_allclose(got[0], f(x)[0], rtol=1e-12)
+    assert got[1].shape == (7, 0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        map_blocks(f, x, 0)

@@ -1,0 +1,141 @@
+"""The graphical lasso: optimality (KKT), agreement with scikit-learn and with R glasso's
+reference values, a non-increasing objective, warm-started paths and vmapped penalties."""
+
+import json
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from bayeskit.covariance import glasso
+from bayeskit.estimators import GraphicalLasso
+
+REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "r_glasso_reference.json").read_text())
+
+
+def _sparse_problem(p=12, n=60, seed=0):
+    """Empirical covariance of n draws from a sparse, well-conditioned precision."""
+    rng = np.random.default_rng(seed)
+    theta = np.eye(p)
+    for i in range(p - 1):
+        theta[i, i + 1] = theta[i + 1, i] = 0.4
+    theta[0, p - 1] = theta[p - 1, 0] = -0.3
+    X = rng.multivariate_normal(np.zeros(p), np.linalg.inv(theta + 0.2 * np.eye(p)), size=n)
+    return np.cov(X.T, bias=True)
+
+
+@pytest.mark.parametrize("penalize_diagonal", [False, True])
+@pytest.mark.parametrize("alpha", [0.02, 0.1, 0.3])
+def test_solution_satisfies_the_kkt_conditions(alpha, penalize_diagonal):
+    """Checked independently of the solver's own residual: W = inv(Theta) by numpy, then
+    the subgradient conditions entry by entry."""
+    S = _sparse_problem()
+    r = glasso.fit(S, glasso.Hyperparams(alpha, penalize_diagonal), tol=1e-9)
+    assert r.converged
+    theta = np.asarray(r.state.precision)
+    W = np.linalg.inv(theta)
+    L = np.full(S.shape, alpha) if penalize_diagonal else alpha * (1 - np.eye(len(S)))
+    G = S - W
+    on = theta != 0
+    assert np.all(np.abs(G[on] + L[on] * np.sign(theta[on])) < 1e-7)
+    assert np.all(np.abs(G[~on]) <= L[~on] + 1e-7)
+    assert 0 < (~on).sum()  # the penalty zeroed some entries
+    np.testing.assert_allclose(theta, theta.T)
+
+
+def test_agrees_with_scikit_learn():
+    from sklearn.covariance import graphical_lasso
+
+    for seed, alpha in ((0, 0.05), (1, 0.15)):
+        S = _sparse_problem(p=15, n=80, seed=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cov, prec = graphical_lasso(S, alpha, tol=1e-10, enet_tol=1e-12, max_iter=500)
+        r = glasso.fit(S, glasso.Hyperparams(alpha), tol=1e-10)
+        np.testing.assert_allclose(r.state.precision, prec, atol=1e-6 * np.abs(prec).max())
+        np.testing.assert_allclose(r.state.covariance, cov, atol=1e-7 * np.abs(cov).max())
+        assert np.array_equal(np.asarray(r.state.precision) == 0, np.abs(prec) < 1e-9)
+
+
+@pytest.mark.parametrize("case", REFERENCE["cases"], ids=["iris", "iris-singular"])
+def test_equals_r_glasso_reference_values(case):
+    from sklearn.datasets import load_iris
+
+    X = load_iris().data
+    if case["alpha"] == 0.01:
+        X = X[10:13]
+    S = np.cov(X.T, bias=True)
+    est = GraphicalLasso(alpha=case["alpha"], tol=1e-10).fit(X)
+    np.testing.assert_allclose(est.covariance_, case["covariance"], atol=1e-6)
+    np.testing.assert_allclose(est.precision_, case["precision"], atol=1e-5, rtol=1e-6)
+    np.testing.assert_allclose(est.location_, X.mean(0))
+    np.testing.assert_allclose(GraphicalLasso(alpha=case["alpha"], tol=1e-10).fit_covariance(S).precision_,
+                               est.precision_, rtol=1e-12, atol=1e-12)
+
+
+def test_objective_never_increases_and_ends_at_the_minimum():
+    S = _sparse_problem(p=20, n=30, seed=3)  # n ~ p: an ill-conditioned covariance
+    hp = glasso.Hyperparams(0.05)
+    r = glasso.fit(S, hp, tol=1e-9)
+    trace = np.asarray(r.trace)[: int(r.n_iter)]
+    assert r.converged and trace.size > 2
+    assert np.all(np.diff(trace) <= 1e-12 * np.abs(trace[:-1]))
+    theta = np.asarray(r.state.precision)
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # symmetric perturbations that keep Theta positive definite do not lower F
+        E = rng.standard_normal(S.shape) * 1e-4
+        moved = theta + E + E.T
+        F = glasso.objective_of(moved, np.linalg.slogdet(moved)[1], S, hp)
+        assert F >= trace[-1] - 1e-12
+
+
+def test_path_and_vmap_equal_separate_fits():
+    S = _sparse_problem(seed=4)
+    alphas = np.array([0.3, 0.1, 0.03])
+    path = glasso.path(S, alphas, tol=1e-9)
+    batched = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), tol=1e-9, throw=False))(alphas)
+    for k, a in enumerate(alphas):
+        single = glasso.fit(S, glasso.Hyperparams(a), tol=1e-9)
+        for result in (path, batched):
+            np.testing.assert_allclose(result.state.precision[k], single.state.precision, atol=1e-7)
+    assert np.all(np.diff([np.sum(np.asarray(path.state.precision[k]) != 0) for k in range(3)]) > 0)
+    assert int(path.n_iter[1:].sum()) < int(batched.n_iter[1:].sum())  # warm starts save Newton steps
+
+
+def test_float32():
+    S = _sparse_problem().astype(np.float32)
+    r = glasso.fit(S, glasso.Hyperparams(np.float32(0.1)), tol=1e-4)
+    r64 = glasso.fit(S.astype(np.float64), glasso.Hyperparams(0.1), tol=1e-9)
+    assert r.state.precision.dtype == np.float32 and r.converged
+    np.testing.assert_allclose(r.state.precision, r64.state.precision, atol=1e-3)
+
+
+def test_bad_input_is_refused():
+    S = _sparse_problem(p=4)
+    with pytest.raises(ValueError, match="symmetric"):
+        glasso.fit(S + np.triu(np.ones_like(S), 1), glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="alpha"):
+        glasso.fit(S, glasso.Hyperparams(-0.1))
+    with pytest.raises(ValueError, match="square"):
+        glasso.fit(S[:3], glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="non-finite"):
+        glasso.fit(np.where(np.eye(4) > 0, np.nan, S), glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="positive diagonal"):
+        GraphicalLasso(alpha=0.1).fit(np.c_[np.random.default_rng(0).standard_normal((10, 2)), np.ones(10)])
+    with pytest.raises(ValueError, match="alpha"):
+        GraphicalLasso(alpha=-1.0).fit(np.random.default_rng(0).standard_normal((10, 3)))
+    with pytest.raises(ValueError, match="NaN|infinity|non-finite"):
+        GraphicalLasso().fit(np.full((5, 3), np.nan))
+
+
+def test_estimator_score_is_the_gaussian_log_likelihood():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((40, 5)) @ (np.eye(5) + 0.3 * rng.standard_normal((5, 5)))
+    est = GraphicalLasso(alpha=0.1).fit(X)
+    expected = stats.multivariate_normal(est.location_, est.covariance_).logpdf(X).mean()
+    assert abs(est.score(X) - expected) < 1e-8
+    assert est.n_iter_ == len(est.objective_) and est.kkt_ <= 1e-4 * np.mean(np.diag(np.cov(X.T, bias=True)))

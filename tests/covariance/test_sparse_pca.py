@@ -1,0 +1,183 @@
+"""Sparse PCA by block coordinate ascent: the barrier objective never decreases, the
+solution matches the DSPCA optimum certified by an independent dual bound, safe elimination
+never drops a feature the solution uses, a planted sparse spike is recovered, the row
+update's pieces against direct computations, and the variances of sparse matrices."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse
+
+from bayeskit.covariance import sparse_pca
+
+
+def _spiked(n=12, support=(0, 3, 7), theta=3.0, m=200, seed=0):
+    """An empirical covariance of m draws from N(0, I + theta v v'), v sparse."""
+    rng = np.random.default_rng(seed)
+    v = np.zeros(n)
+    v[list(support)] = 1 / np.sqrt(len(support))
+    A = rng.normal(size=(m, n)) + np.sqrt(theta) * rng.normal(size=(m, 1)) * v
+    return np.cov(A.T, bias=True), v
+
+
+def _dual_bound(Sigma, lam, n_iter=4000):
+    """min over |U_ij| <= lambda of lambda_max(Sigma + U) by projected subgradient steps (an
+    upper bound on (1) for every U: the best one found)."""
+    U = np.zeros_like(Sigma)
+    best = np.inf
+    for k in range(n_iter):
+        w, V = np.linalg.eigh(Sigma + U)
+        best = min(best, w[-1])
+        v = V[:, -1]
+        U = np.clip(U - 0.5 * lam / np.sqrt(k + 1) * np.outer(v, v), -lam, lam)
+    return best
+
+
+def test_box_qp_and_cubic_root_against_direct_computations():
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(6, 6))
+    Y, s, lam = A @ A.T, rng.normal(size=6), 0.3
+    u = np.asarray(sparse_pca.box_qp(jnp.asarray(Y), jnp.asarray(s), lam, jnp.asarray(s), n_sweeps=2000))
+    assert np.all(np.abs(u - s) <= lam + 1e-12)
+    from scipy.optimize import minimize
+    ref = minimize(lambda x: x @ Y @ x, s, jac=lambda x: 2 * Y @ x, bounds=list(zip(s - lam, s + lam)),
+                   method="L-BFGS-B", options=dict(ftol=1e-15, gtol=1e-12)).fun
+    assert u @ Y @ u == pytest.approx(ref, rel=1e-6, abs=1e-10)
+    for c, beta, R2 in ((0.5, 1e-4, 2.0), (-3.0, 1e-4, 0.01), (2.0, 1e-3, 0.0)):
+        r = float(sparse_pca.cubic_root(c, beta, R2))
+        assert r > 0 and abs(r**3 + c * r**2 - beta * r - R2) < 1e-10 * max(1, r**3)
+
+
+def test_objective_never_decreases():
+    Sigma, _ = _spiked()
+    result = sparse_pca.fit(Sigma, 0.2, n_sweeps=15, tol=0.0)
+    trace = np.asarray(result.trace)
+    assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:])), trace
+
+
+@pytest.mark.parametrize("lam", [0.05, 0.2, 0.5])
+def test_matches_the_dspca_optimum(lam):
+    """Z = X / Tr X is feasible for (1); its value is within 1e-3 of the dual bound, and
+    Tr X equals the optimum phi (X = phi Z at the optimum of (2))."""
+    Sigma, _ = _spiked(n=8, support=(0, 3), seed=2)
+    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=200, tol=1e-13).state.X)
+    Z = X / np.trace(X)
+    primal = np.sum(Sigma * Z) - lam * np.abs(Z).sum()
+    dual = _dual_bound(Sigma, lam)
+    assert primal <= dual + 1e-9 and dual - primal < 1e-3
+    assert np.trace(X) == pytest.approx(primal, abs=2e-3)
+
+
+def test_safe_elimination_never_drops_a_used_feature():
+    Sigma, _ = _spiked(n=15, support=(1, 4, 9, 12), seed=3)
+    lam = float(np.quantile(np.diagonal(Sigma), 0.4))
+    kept = sparse_pca.safe_features(np.diagonal(Sigma), lam)
+    assert 0 < len(kept) < 15
+    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    dropped = np.setdiff1d(np.arange(15), kept)
+    assert np.abs(X[dropped]).max() < 1e-3 * np.abs(X).max()
+    reduced = np.asarray(sparse_pca.fit(Sigma[np.ix_(kept, kept)], lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    np.testing.assert_allclose(reduced, X[np.ix_(kept, kept)], atol=2e-3 * np.abs(X).max())
+    ties = np.diagonal(Sigma).copy()
+    assert set(sparse_pca.safe_features(ties, ties[5])) >= {5}  # a feature tied at lambda stays
+
+
+def test_recovers_a_planted_sparse_spike():
+    Sigma, v = _spiked(n=30, support=(2, 11, 17, 25), theta=4.0, m=400, seed=4)
+    X = sparse_pca.fit(Sigma, 0.4, n_sweeps=30).state.X
+    component = np.asarray(sparse_pca.leading_component(X))
+    assert set(np.nonzero(component)[0]) == {2, 11, 17, 25}
+    assert abs(component @ v) > 0.98
+
+
+def test_feature_variances_of_sparse_and_dense_matrices():
+    rng = np.random.default_rng(5)
+    D = rng.poisson(0.3, size=(50, 40)).astype(float)
+    np.testing.assert_allclose(sparse_pca.feature_variances(scipy.sparse.csr_matrix(D)), D.var(0), rtol=1e-12)
+    np.testing.assert_allclose(sparse_pca.feature_variances(D), D.var(0), rtol=1e-12)
+
+
+def test_jit():
+    Sigma, _ = _spiked(n=6, support=(0, 3), seed=6)
+    f = jax.jit(lambda S: sparse_pca.fit(S, 0.1, n_sweeps=5).state.X)
+    np.testing.assert_allclose(f(jnp.asarray(Sigma)), sparse_pca.fit(Sigma, 0.1, n_sweeps=5).state.X, rtol=1e-10)
+
+
+def _two_spikes(m=400, p=60, seed=7):
+    """Data with two sparse spikes on disjoint supports, as a CSR matrix and densely."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(m, p)) * 0.5
+    A[:, [3, 10, 22, 41]] += 2.0 * rng.normal(size=(m, 1))
+    A[:, [5, 30, 33, 57]] += 1.4 * rng.normal(size=(m, 1))
+    A[rng.random(A.shape) < 0.3] = 0.0
+    return scipy.sparse.csr_matrix(A), A
+
+
+def test_moments_and_projection_deflation_against_dense_formulas():
+    S, A = _two_spikes(m=80)
+    Sigma = np.cov(A.T, bias=True)
+    moments = sparse_pca.Moments(S)
+    idx = np.array([1, 3, 10])
+    np.testing.assert_allclose(moments.block(idx), Sigma[np.ix_(idx, idx)], atol=1e-12)
+    V = np.linalg.qr(np.random.default_rng(8).normal(size=(60, 2)))[0] * [1.0, 0.7]  # not orthonormal
+    np.testing.assert_allclose(moments.times(V), Sigma @ V, atol=1e-12)
+    deflated = sparse_pca.Deflated(moments, V)
+    P1, P2 = (np.eye(60) - np.outer(v, v) for v in V.T)
+    Sigma2 = P2 @ P1 @ Sigma @ P1 @ P2
+    np.testing.assert_allclose(deflated.variances(), np.diagonal(Sigma2), atol=1e-10)
+    np.testing.assert_allclose(deflated.block(idx), Sigma2[np.ix_(idx, idx)], atol=1e-10)
+
+
+def test_estimator_finds_both_spikes_at_the_target_cardinality():
+    from bayeskit.estimators import SparsePCA
+
+    S, A = _two_spikes()
+    est = SparsePCA(n_components=2, cardinality=4).fit(S)
+    supports = [set(np.nonzero(c)[0]) for c in est.components_]
+    assert supports == [{3, 10, 22, 41}, {5, 30, 33, 57}]
+    assert np.all(est.n_features_kept_ < 60) and np.all(est.explained_variance_ > 0)
+    assert est.explained_variance_[0] > est.explained_variance_[1]
+    dense = SparsePCA(n_components=2, cardinality=4).fit(A)
+    np.testing.assert_allclose(dense.components_, est.components_, atol=1e-8)
+    np.testing.assert_allclose(est.transform(S), (A - A.mean(0)) @ est.components_.T, atol=1e-10)
+    fixed = SparsePCA(alpha=float(est.alphas_[0])).fit(S)
+    assert fixed.n_features_kept_[0] == np.sum(sparse_pca.feature_variances(A) >= est.alphas_[0])
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(), "exactly one"),
+    (dict(cardinality=3, alpha=0.1), "exactly one"),
+    (dict(cardinality=0), "cardinality"),
+    (dict(cardinality=100), "cardinality"),
+    (dict(alpha=-0.1), "alpha"),
+])
+def test_bad_input(kwargs, match):
+    from bayeskit.estimators import SparsePCA
+
+    with pytest.raises(ValueError, match=match):
+        SparsePCA(**kwargs).fit(np.random.default_rng(0).normal(size=(20, 8)))
+    with pytest.raises(ValueError, match="non-finite"):
+        SparsePCA(cardinality=2).fit(np.array([[1.0, np.nan], [0.0, 1.0], [2.0, 1.0]]))
+
+
+def test_zipf_corpus_and_the_uci_reader(tmp_path):
+    from bayeskit.datasets import read_uci_bag_of_words, zipf_corpus
+
+    X, topics = zipf_corpus(300, 2000, n_topics=3, topic_size=4, n_stop_words=10, seed=1)
+    assert X.shape == (300, 2000) and topics.shape == (3, 4)
+    counts = np.asarray(X.sum(0)).ravel()
+    assert np.all(counts[:10] == 0) and np.all(counts[topics.ravel()] > 0)
+    path = tmp_path / "docword.txt"
+    path.write_text("2\n3\n3\n1 1 2\n1 3 1\n2 2 5\n")
+    np.testing.assert_array_equal(read_uci_bag_of_words(path).toarray(), [[2, 0, 1], [0, 5, 0]])
+
+
+def test_text_experiment_recovers_the_planted_topics(tmp_path, monkeypatch):
+    from bayeskit.experiments import sparse_pca_text
+
+    monkeypatch.setattr(sparse_pca_text, "zipf_corpus",
+                        lambda n, w, **kw: __import__("bayeskit").datasets.zipf_corpus(600, 3000, **kw))
+    out = sparse_pca_text.run(tmp_path, quick=True)
+    assert out["topics_recovered"] == 5
+    assert all(len(c["words"]) == 5 for c in out["components"])

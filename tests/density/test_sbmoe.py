@@ -1,0 +1,426 @@
+"""SBMoE: the factorised E-step, the LP, Bartlett sampling, the closed-form updates
+against the ELBO, the KL terms, recovery of a bimodal conditional, batching."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+from scipy.optimize import linprog
+
+from bayeskit.datasets import sbmoe_synthetic_1d
+from bayeskit.density import sbmoe
+
+# ----------------------------------------------------------------------------- E-step
+
+
+def naive_omega(A, B, G):
+    """The N x N x C responsibilities, normalised per target n (the 3-tensor)."""
+    T = A[:, None, :] + B[None, :, :] + G[:, :, None]
+    log_z = np.logaddexp.reduce(T.reshape(len(A), -1), axis=1)
+    return np.exp(T - log_z[:, None, None]), log_z
+
+
+def naive_reductions(A, B, G, X):
+    w, log_z = naive_omega(A, B, G)
+    Omega = w.sum(2)
+    diff = X[:, None, :] - X[None, :, :]
+    s_omega = np.einsum("nm,nmi,nmj->ij", Omega, diff, diff)
+    logs = np.where(w > 0, np.log(np.where(w > 0, w, 1.0)), 0.0)
+    return dict(log_z=log_z, a=w.sum(1), b=w.sum(0), s_omega=s_omega, entropy=-np.sum(w * logs))
+
+
+def random_problem(rng, n=40, c=5, dx=3, scale=1.0, centre=0.0):
+    A = centre + scale * rng.normal(size=(n, c))
+    B = scale * rng.normal(size=(n, c))
+    X = rng.normal(size=(n, dx))
+    L = np.linalg.cholesky(np.eye(dx) + 0.3 * np.ones((dx, dx)))
+    G = np.asarray(sbmoe.gate_logits(jnp.asarray(X), jnp.asarray(L), 2.0))
+    return A, B, G, X
+
+
+@pytest.mark.parametrize("fallback", [0, 7])
+@pytest.mark.parametrize("scale", [1.0, 10.0, 60.0])
+def test_factorised_estep_equals_naive_tensor(rng, scale, fallback):
+    A, B, G, X = random_problem(rng, scale=scale, centre=-20.0)
+    got = sbmoe.estep(jnp.asarray(A), jnp.asarray(B), jnp.asarray(G), jnp.asarray(X), fallback)
+    want = naive_reductions(A, B, G, X)
+    for name, value in want.items():
+        np.testing.assert_allclose(getattr(got, name), value, rtol=1e-9, atol=1e-9 * (1 + np.abs(value).max()), err_msg=name)
+
+
+def test_estep_float32_underflow_is_recomputed_in_log_space(rng):
+    """When target and neighbour favour different experts and share only a mediocre one,
+    every float32 product of a row underflows; the log-space fallback rows keep every
+    normaliser finite and correct."""
+    n = 30
+    A = np.array([0.0, -120.0, -60.0]) + rng.normal(size=(n, 3))
+    B = np.array([-120.0, 0.0, -60.0]) + rng.normal(size=(n, 3))
+    _, _, G, X = random_problem(rng, n=n, c=3)
+    f32 = lambda a: jnp.asarray(a, jnp.float32)
+    fast = sbmoe.estep(f32(A), f32(B), f32(G), f32(X), 0)
+    got = sbmoe.estep(f32(A), f32(B), f32(G), f32(X), 30)
+    want = naive_reductions(A, B, G, X)
+    assert not np.all(np.isfinite(fast.log_z)), "the test needs a case where the plain products underflow"
+    np.testing.assert_allclose(got.log_z, want["log_z"], rtol=1e-5)
+    np.testing.assert_allclose(got.a, want["a"], atol=1e-4)
+    np.testing.assert_allclose(got.b, want["b"], atol=1e-4)
+
+
+def test_estep_is_the_optimum_of_its_elbo_part(rng):
+    """omega maximises T1 + T2(Omega) + H(omega) = sum_nmc omega (A + B + G) + H; the value
+    at the optimum is sum_n log Z_n, and any other normalised omega is lower."""
+    A, B, G, X = random_problem(rng, n=12, c=4)
+    w, log_z = naive_omega(A, B, G)
+    e = sbmoe.estep(*(jnp.asarray(v) for v in (A, B, G, X)), 0)
+    Gf = np.where(np.isfinite(G), G, 0.0)
+    value = lambda w: np.sum(w * (A[:, None, :] + B[None, :, :] + Gf[:, :, None])) - np.sum(np.where(w > 0, w * np.log(np.where(w > 0, w, 1)), 0))
+    T1 = np.sum(np.asarray(e.a) * A) + np.sum(np.asarray(e.b) * B)
+    assert T1 + np.sum(w.sum(2) * Gf) + float(e.entropy) == pytest.approx(np.sum(log_z), rel=1e-12)
+    assert value(w) == pytest.approx(np.sum(log_z), rel=1e-12)
+    mask = ~np.eye(len(A), dtype=bool)[:, :, None]
+    for _ in range(10):
+        other = w * np.exp(0.3 * rng.normal(size=w.shape)) * mask
+        other /= other.sum(axis=(1, 2), keepdims=True)
+        assert value(other) < value(w)
+
+
+# ----------------------------------------------------------------------------- LP (8)
+
+
+@pytest.mark.parametrize("sense", ["min", "max"])
+def test_sort_and_fill_solves_the_lp(rng, sense):
+    n, c = 30, 7
+    A = 5 * rng.normal(size=(n, c))
+    caps = rng.uniform(0.0, 0.6, size=(n, c))
+    caps[:, 0] += 1.0 / c  # feasible: caps sum above 1
+    caps[3] = np.inf  # a point that is nobody's neighbour
+    s = np.asarray(sbmoe.solve_lp(jnp.asarray(A), jnp.asarray(caps), sense))
+    sign = 1 if sense == "min" else -1
+    for i in range(n):
+        bounds = [(0, None if np.isinf(u) else u) for u in caps[i]]
+        ref = linprog(sign * A[i], A_eq=np.ones((1, c)), b_eq=[1.0], bounds=bounds, method="highs")
+        assert ref.status == 0
+        assert sign * A[i] @ s[i] == pytest.approx(ref.fun, abs=1e-10)
+    np.testing.assert_allclose(s.sum(1), 1.0, atol=1e-12)
+    assert np.all(s >= 0) and np.all(s <= caps + 1e-12)
+
+
+# ----------------------------------------------------------------------------- Wishart
+
+
+def test_bartlett_has_the_wishart_mean_and_variance():
+    dim, dof, n = 3, 5.5, 40_000
+    L = np.linalg.cholesky(np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]]))
+    V = L @ L.T
+    A = sbmoe.bartlett(jax.random.key(0), dim, jnp.asarray(dof), n, jnp.float64)
+    M = jnp.asarray(L) @ A
+    W = np.asarray(M @ jnp.swapaxes(M, -1, -2))
+    mean, var = dof * V, dof * (V**2 + np.outer(np.diag(V), np.diag(V)))
+    se_mean = np.sqrt(var / n)
+    assert np.all(np.abs(W.mean(0) - mean) < 5 * se_mean)
+    # variance of the sample variance: 4 standard errors from the sample fourth moments
+    dev = W - W.mean(0)
+    se_var = np.sqrt(np.var(dev**2, axis=0) / n)
+    assert np.all(np.abs(W.var(0) - var) < 5 * se_var)
+
+
+def test_bartlett_small_dof_float32_has_chi_square_diagonal():
+    """At dof 3.05 in 4 dimensions the last diagonal is chi^2(0.05): most of its mass is
+    below 1e-10, where a plain gamma sampler in float32 returns zeros and NaN gradients;
+    the log-gamma route stays finite and keeps the chi-square means."""
+    n, dof = 200_000, 3.05
+    A = sbmoe.bartlett(jax.random.key(1), 4, jnp.asarray(dof, jnp.float32), n, jnp.float32)
+    sq = np.asarray(jnp.diagonal(A, axis1=-2, axis2=-1), np.float64) ** 2
+    assert np.all(np.isfinite(sq)) and np.all(sq >= 0)
+    k = dof - np.arange(4)
+    np.testing.assert_array_less(np.abs(sq.mean(0) - k), 5 * np.sqrt(2 * k / n))
+
+
+def test_pathwise_gradient_of_the_gate_loss_matches_finite_differences(rng):
+    n, dx = 25, 3
+    X = jnp.asarray(rng.normal(size=(n, dx)))
+    hp = sbmoe.Hyperparams(n_experts=2)
+    priors = hp.priors(dx, 1, jnp.float64)
+    s_omega = jnp.asarray(np.cov(rng.normal(size=(dx, 50))))
+    params = sbmoe.GateParams(lower=jnp.asarray(0.2 * rng.normal(size=(dx, dx))), log_diag=jnp.asarray(0.1 * rng.normal(size=dx)))
+    key = jax.random.key(3)  # common random numbers: the loss is a smooth function of L
+    loss = jax.jit(lambda p: sbmoe.gate_loss(p, key, X, s_omega, priors, 3, None))
+    grad = jax.grad(loss)(params)
+    h = 1e-6
+    for field in ("lower", "log_diag"):
+        g = np.asarray(getattr(grad, field))
+        base = np.asarray(getattr(params, field))
+        for idx in [(1, 0), (2, 1)] if field == "lower" else [(0,), (2,)]:
+            e = np.zeros_like(base)
+            e[idx] = h
+            plus = eqx.tree_at(lambda p: getattr(p, field), params, jnp.asarray(base + e))
+            minus = eqx.tree_at(lambda p: getattr(p, field), params, jnp.asarray(base - e))
+            fd = (loss(plus) - loss(minus)) / (2 * h)
+            assert g[idx] == pytest.approx(float(fd), rel=1e-5, abs=1e-8)
+
+
+def test_chunked_gate_normaliser_equals_the_plain_one(rng):
+    X = jnp.asarray(rng.normal(size=(37, 3)))
+    M = jnp.asarray(np.linalg.cholesky(np.eye(3) + 0.2))
+    from bayeskit.density.sbmoe.gate import gate_log_normaliser
+
+    full = gate_log_normaliser(X, M, None)
+    assert float(gate_log_normaliser(X, M, 8)) == pytest.approx(float(full), rel=1e-12)
+    g_full = jax.grad(lambda M: gate_log_normaliser(X, M, None))(M)
+    g_chunk = jax.grad(lambda M: gate_log_normaliser(X, M, 8))(M)
+    np.testing.assert_allclose(g_chunk, g_full, rtol=1e-10)
+
+
+def test_kl_wishart_against_monte_carlo():
+    V1, n1 = np.array([[1.5, 0.4], [0.4, 0.8]]), 6.0
+    V0, n0 = np.array([[1.0, -0.2], [-0.2, 2.0]]), 4.0
+    W = stats.wishart(df=n1, scale=V1).rvs(size=50_000, random_state=0)
+    log_ratio = stats.wishart(df=n1, scale=V1).logpdf(W.transpose(1, 2, 0)) - stats.wishart(df=n0, scale=V0).logpdf(W.transpose(1, 2, 0))
+    kl = float(sbmoe.kl_wishart(jnp.asarray(V1), jnp.asarray(n1), jnp.asarray(V0), jnp.asarray(n0)))
+    assert kl == pytest.approx(log_ratio.mean(), abs=4 * log_ratio.std() / np.sqrt(len(W)))
+
+
+def _niw_draws(m, kappa, psi, nu, size, seed):
+    Sigma = stats.invwishart(df=nu, scale=psi).rvs(size=size, random_state=seed)
+    z = np.random.default_rng(seed).normal(size=(size, len(m)))
+    mu = m + np.einsum("nij,nj->ni", np.linalg.cholesky(Sigma / kappa), z)
+    return mu, Sigma
+
+
+def _mvn_logpdf(x, mean, cov):
+    """Row-wise log N(x_i | mean_i, cov_i)."""
+    diff = x - mean
+    _, logdet = np.linalg.slogdet(cov)
+    quad = np.einsum("ni,ni->n", diff, np.linalg.solve(cov, diff[..., None])[..., 0])
+    return -0.5 * (quad + logdet + x.shape[-1] * np.log(2 * np.pi))
+
+
+def _niw_logpdf(mu, Sigma, m, kappa, psi, nu):
+    return stats.invwishart(df=nu, scale=psi).logpdf(Sigma.transpose(1, 2, 0)) + _mvn_logpdf(mu, m, Sigma / kappa)
+
+
+def test_kl_experts_and_expected_loglik_against_monte_carlo():
+    dy, size = 2, 20_000
+    m, kappa, psi, nu = np.array([0.3, -0.5]), 3.0, np.array([[0.6, 0.1], [0.1, 0.4]]), 7.0
+    prior = sbmoe.Hyperparams(n_experts=1, mu0=np.array([0.1, 0.2]), kappa0=0.5, nu0=4.0, sigma0=np.array([[0.5, 0.0], [0.0, 0.3]]))
+    priors = prior.priors(3, dy, jnp.float64)
+    experts = sbmoe.Experts(m=jnp.asarray(m[None]), kappa=jnp.asarray([kappa]), nu=jnp.asarray([nu]), psi=jnp.asarray(psi[None]))
+    mu, Sigma = _niw_draws(m, kappa, psi, nu, size, 0)
+    log_ratio = _niw_logpdf(mu, Sigma, m, kappa, psi, nu) - _niw_logpdf(mu, Sigma, np.array([0.1, 0.2]), 0.5, np.array([[0.5, 0.0], [0.0, 0.3]]), 4.0)
+    kl = float(sbmoe.kl_experts(experts, priors))
+    assert kl == pytest.approx(log_ratio.mean(), abs=4 * log_ratio.std() / np.sqrt(size))
+    y = np.array([[0.1, 0.0], [1.0, -1.0]])
+    A = np.asarray(sbmoe.expected_loglik(experts, jnp.asarray(y)))[:, 0]
+    for i in range(2):
+        ll = _mvn_logpdf(np.broadcast_to(y[i], mu.shape), mu, Sigma)
+        assert A[i] == pytest.approx(ll.mean(), abs=4 * ll.std() / np.sqrt(len(ll)))
+
+
+def test_kl_gate_is_zero_at_the_prior_and_positive_elsewhere():
+    priors = sbmoe.Hyperparams(n_experts=1).priors(3, 1, jnp.float64)
+    L0 = jnp.linalg.cholesky(jnp.linalg.inv(priors.lambda0_inv))
+    assert float(sbmoe.kl_gate(L0, priors)) == pytest.approx(0.0, abs=1e-12)
+    assert float(sbmoe.kl_gate(1.3 * L0, priors)) > 0
+    V0 = jnp.linalg.inv(priors.lambda0_inv)
+    L1 = 1.3 * L0
+    assert float(sbmoe.kl_gate(L1, priors)) == pytest.approx(float(sbmoe.kl_wishart(L1 @ L1.T, priors.eta0, V0, priors.eta0)), rel=1e-10)
+
+
+# ----------------------------------------------------------------------------- updates and ELBO
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    X, Y = sbmoe_synthetic_1d(jax.random.key(0), 150)
+    hp = sbmoe.Hyperparams(n_experts=6, gate_steps=10)
+    result = sbmoe.fit(jax.random.key(1), X, Y, hp, max_iter=6)
+    return X, Y, hp, result
+
+
+def test_niw_update_maximises_its_part_of_the_elbo(small_fit, rng):
+    """For fixed weights r >= 0, Proposition 2 maximises sum r A - sum KL over the NIW
+    parameters: perturbing any of them lowers it."""
+    X, Y, hp, result = small_fit
+    state = result.state
+    priors = hp.priors(2, 1, jnp.float64)
+    r = jnp.maximum(state.a + state.b - state.s * jnp.sum(state.b, 1, keepdims=True), 0.0)
+    part = lambda e: float(jnp.sum(r * sbmoe.expected_loglik(e, state.data.Y)) - sbmoe.kl_experts(e, priors))
+    best = sbmoe.niw_update(r, state.data.Y, priors)
+    value = part(best)
+    for field, scale in (("m", 0.05), ("kappa", 0.05), ("nu", 0.05), ("psi", 0.05)):
+        for _ in range(3):
+            current = getattr(best, field)
+            noise = jnp.asarray(rng.normal(size=current.shape))
+            if field == "psi":
+                noise = noise + jnp.swapaxes(noise, -1, -2)
+                new = current + scale * noise * jnp.abs(current)
+            elif field == "m":
+                new = current + scale * noise
+            else:
+                new = current * jnp.exp(scale * noise)
+            assert part(eqx.tree_at(lambda e: getattr(e, field), best, new)) < value
+
+
+def test_monitor_identity_after_the_estep(small_fit):
+    """With omega from (A, B, G): T1 + T2(Omega) + H(omega) = sum_n log Z_n."""
+    _, _, hp, result = small_fit
+    state = result.state
+    priors = hp.priors(2, 1, jnp.float64)
+    A = sbmoe.expected_loglik(state.experts, state.data.Y)
+    s = jax.nn.softmax(A, axis=1)
+    B = sbmoe.linearised_b(A, s, False)
+    L = state.gate.L
+    e = sbmoe.estep(A, B, sbmoe.gate_logits(state.data.X, L, priors.eta0), state.data.X)
+    t1 = jnp.sum(e.a * A) + jnp.sum(e.b * B)
+    t2 = -0.5 * priors.eta0 * jnp.sum(L * (e.s_omega @ L))
+    assert float(t1 + t2 + e.entropy) == pytest.approx(float(jnp.sum(e.log_z)), rel=1e-10)
+
+
+def test_gate_step_lowers_the_gate_objective(small_fit):
+    _, _, hp, result = small_fit
+    state = result.state
+    priors = hp.priors(2, 1, jnp.float64)
+    s_omega = 3.0 * state.s_omega  # move the optimum away from the current L
+    F = lambda p: float(sbmoe.gate_loss(p, jax.random.key(7), state.data.X, s_omega, priors, 64, None))
+    params, _ = sbmoe.gate.stochastic_update(
+        jax.random.key(8), state.gate, sbmoe.DEFAULT_OPTIMIZER.init(state.gate), state.data.X, s_omega, priors,
+        sbmoe.DEFAULT_OPTIMIZER, steps=30, n_samples=2, chunk=None,
+    )
+    assert F(params) < F(state.gate)
+
+
+def test_elbo_trace_trends_up_and_is_finite(small_fit):
+    _, _, hp, result = small_fit
+    trace = np.asarray(result.trace)
+    assert np.all(np.isfinite(trace))
+    assert trace[-1] > trace[0]
+    terms = sbmoe.elbo_terms(result.state, hp.priors(2, 1, jnp.float64), hp)
+    assert sum(float(v) for v in terms.values()) == pytest.approx(float(trace[-1]), rel=1e-10)
+
+
+def test_projection_gate_runs_and_counts_floors():
+    X, Y = sbmoe_synthetic_1d(jax.random.key(12), 120)
+    hp = sbmoe.Hyperparams(n_experts=5, gate="projection")
+    result = sbmoe.fit(jax.random.key(13), X, Y, hp, max_iter=5)
+    assert np.all(np.isfinite(result.trace))
+    L = np.asarray(result.state.gate.L)
+    assert np.all(np.linalg.eigvalsh(L @ L.T) > 0)
+    assert 0 <= int(result.state.floored) <= 5
+
+
+# ----------------------------------------------------------------------------- recovery
+
+
+def bimodal(key, n):
+    """y | x = +-(1 + x) + 0.1 noise with equal probability: two modes at every x."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    x = jax.random.uniform(k1, (n, 1), minval=0.0, maxval=1.0)
+    sign = 2.0 * jax.random.bernoulli(k2, 0.5, (n, 1)) - 1
+    return x, sign * (1 + x) + 0.1 * jax.random.normal(k3, (n, 1))
+
+
+@pytest.fixture(scope="module")
+def bimodal_fit():
+    X, Y = bimodal(jax.random.key(20), 300)
+    hp = sbmoe.Hyperparams(n_experts=8, gate_steps=20)
+    return hp, sbmoe.fit(jax.random.key(21), X, Y, hp, max_iter=8)
+
+
+def test_predictive_recovers_both_modes(bimodal_fit):
+    hp, result = bimodal_fit
+    x_test = jnp.array([[0.2], [0.8]])
+    mix = sbmoe.predictive(jax.random.key(22), result.state, x_test, hp, n_gate=30, n_draws=30)
+    grid = jnp.linspace(-3, 3, 601)
+    dens = np.exp(np.asarray(mix.log_prob(jnp.broadcast_to(grid[:, None, None], (601, 2, 1)))))
+    for j, x in enumerate([0.2, 0.8]):
+        for mode in (1 + x, -(1 + x)):
+            near = np.abs(np.asarray(grid) - mode) < 0.15
+            valley = np.abs(np.asarray(grid)) < 0.3
+            assert dens[near, j].max() > 5 * dens[valley, j].max()
+    assert np.sum(dens[:, 0]) * 0.01 == pytest.approx(1.0, abs=0.02)  # integrates to 1
+    samples = np.asarray(mix.sample(jax.random.key(23), 4000))
+    assert abs(np.mean(samples[:, 0, 0] > 0) - 0.5) < 0.1
+
+
+def test_mixture_moments_and_quantiles_agree_with_samples(bimodal_fit):
+    hp, result = bimodal_fit
+    mix = sbmoe.predictive(jax.random.key(32), result.state, jnp.array([[0.3], [0.6]]), hp, n_gate=30, n_draws=30)
+    draws = np.asarray(mix.sample(jax.random.key(33), 50_000))
+    np.testing.assert_allclose(mix.mean, draws.mean(0), atol=0.03)
+    np.testing.assert_allclose(mix.covariance[:, 0, 0], draws.var(0)[:, 0], rtol=0.05)
+    q = np.asarray(mix.quantile(0.8))
+    np.testing.assert_allclose(np.asarray(mix.marginal_cdf(jnp.asarray(q))), 0.8, atol=1e-6)
+    np.testing.assert_allclose(np.mean(draws[:, :, 0] <= q, axis=0), 0.8, atol=0.01)
+
+
+def test_vmap_over_keys_equals_separate_fits(small_fit):
+    X, Y, hp, first = small_fit
+    labels = sbmoe.agglomerative_labels(np.asarray(Y), hp.n_experts)
+    keys = jnp.stack([jax.random.key(1), jax.random.key(2)])
+    batched = jax.vmap(lambda k: sbmoe.fit(k, X, Y, hp, max_iter=6, init_labels=labels, throw=False))(keys)
+    second = sbmoe.fit(keys[1], X, Y, hp, max_iter=6, init_labels=labels)
+    for i, single in enumerate([first, second]):
+        np.testing.assert_allclose(batched.trace[i], single.trace, rtol=1e-9)
+        np.testing.assert_allclose(batched.state.experts.m[i], single.state.experts.m, rtol=1e-9, atol=1e-12)
+
+
+def test_kmeans_init_differs_per_key():
+    X, Y = sbmoe_synthetic_1d(jax.random.key(42), 80)
+    hp = sbmoe.Hyperparams(n_experts=4, gate_steps=3, init="kmeans++")
+    fits = [sbmoe.fit(k, X, Y, hp, max_iter=2) for k in jax.random.split(jax.random.key(43), 2)]
+    assert all(np.all(np.isfinite(f.trace)) for f in fits)
+    assert not np.allclose(np.sort(fits[0].state.experts.m, 0), np.sort(fits[1].state.experts.m, 0))
+
+
+def test_agglomerative_init_on_traced_data_asks_for_labels():
+    X, Y = sbmoe_synthetic_1d(jax.random.key(44), 40)
+    stacked = jnp.stack([Y, Y + 1.0])
+    with pytest.raises(ValueError, match="init_labels"):
+        jax.vmap(lambda y: sbmoe.fit(jax.random.key(0), X, y, sbmoe.Hyperparams(n_experts=3), max_iter=1, throw=False))(stacked)
+
+
+# ----------------------------------------------------------------------------- input
+
+
+@pytest.mark.parametrize(
+    "X, Y, hp, match",
+    [
+        (np.array([[np.nan, 1.0], [1.0, 2.0], [0.0, 1.0]]), np.zeros(3), {}, "non-finite"),
+        (np.ones((3, 2)), np.array([0.0, np.inf, 1.0]), {}, "non-finite"),
+        (np.ones((3, 2)), np.zeros(4), {}, "same number of rows"),
+        (np.ones((1, 2)), np.zeros(1), {}, "at least 2"),
+        (np.ones(3), np.zeros(3), {}, "2-D"),
+        (np.ones((3, 2)), np.zeros(3), {"n_experts": 0}, "n_experts"),
+        (np.ones((3, 2)), np.zeros(3), {"kappa0": 0.0}, "kappa0"),
+        (np.ones((3, 2)), np.zeros(3), {"eta0": 1.0}, "eta0"),
+        (np.ones((3, 2)), np.zeros(3), {"nu0": -0.5}, "nu0"),
+        (np.ones((3, 2)), np.zeros(3), {"sigma0": np.array([[1.0]]) * -1}, "sigma0"),
+        (np.ones((3, 2)), np.zeros(3), {"Lambda0": np.array([[1.0, 2.0], [2.0, 1.0]])}, "Lambda0"),
+    ],
+)
+def test_bad_input_is_refused(X, Y, hp, match):
+    params = {"n_experts": 2} | hp
+    with pytest.raises(ValueError, match=match):
+        sbmoe.fit(jax.random.key(0), X, Y, sbmoe.Hyperparams(**params), max_iter=1)
+
+
+def test_awkward_float32_data_fits_without_nan(rng):
+    """Inputs on scales 1e-4 .. 1e5, a constant input column, duplicated inputs and a
+    constant output, in float32: finite fit and predictive; inputs never modified."""
+    n = 60
+    X = (rng.normal(size=(n, 3)) * np.array([1e-4, 1.0, 1e5])).astype(np.float32)
+    X[:, 1] = X[0, 1]
+    X[1] = X[0]
+    Y = np.full((n, 1), 2.5, np.float32)
+    X_before, Y_before = X.copy(), Y.copy()
+    hp = sbmoe.Hyperparams(n_experts=3, gate_steps=3)
+    result = sbmoe.fit(jax.random.key(0), X, Y, hp, max_iter=3)
+    assert result.trace.dtype == jnp.float32 and np.all(np.isfinite(result.trace))
+    mix = sbmoe.predictive(jax.random.key(1), result.state, X[:4], hp, n_gate=5, n_draws=5)
+    assert np.all(np.isfinite(mix.mean)) and np.allclose(mix.mean, 2.5, atol=0.2)
+    np.testing.assert_array_equal(X, X_before)
+    np.testing.assert_array_equal(Y, Y_before)

@@ -1,0 +1,96 @@
+"""The sparse Bayesian regressors: scikit-learn contract, kernels, units, errors."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.utils import estimator_checks as checks
+
+from bayeskit.estimators import BLSRegressor, FLAPRegressor, RVMRegressor
+from bayeskit.sparse import sparse_bayes as sb
+
+CHECKS = [checks.check_estimators_dtypes, checks.check_fit2d_predict1d, checks.check_estimators_nan_inf,
+          checks.check_dont_overwrite_parameters, checks.check_estimators_unfitted, checks.check_n_features_in,
+          checks.check_estimators_pickle, checks.check_fit_check_is_fitted, checks.check_get_params_invariance,
+          checks.check_regressors_train, checks.check_fit2d_1sample, checks.check_estimators_empty_data_messages,
+          checks.check_regressor_data_not_an_array]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_sklearn_estimator_checks(check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check("RVMRegressor", RVMRegressor(max_iter=200))
+
+
+def _sinc(n=60, sd=0.1, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-10, 10, (n, 1))
+    return x, np.sinc(x[:, 0] / np.pi) + sd * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("est", [RVMRegressor(gamma=0.1, fit_intercept=False), BLSRegressor(gamma=0.1, fit_intercept=False),
+                                 FLAPRegressor(gamma=0.1, fit_intercept=False),
+                                 FLAPRegressor(gamma=0.1, fit_intercept=False, estimate_noise=True)],
+                         ids=["rvm", "bls", "flap", "flap_sigma"])
+def test_wrappers_equal_the_functional_core(est):
+    X, y = _sinc()
+    est.fit(X, y)
+    prior = {"RVMRegressor": "rvm", "BLSRegressor": "bls"}.get(type(est).__name__) or ("flap_sigma" if est.estimate_noise else "flap")
+    Phi = sb.design(X, gamma=0.1)
+    r = sb.fit(Phi, y, sb.Hyperparams(prior=prior, max_basis=60))
+    scale = sb.as_data(Phi, y).scale
+    np.testing.assert_allclose(est.coef_, sb.weights(r.state, scale), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(est.relevance_indices_, np.flatnonzero(np.asarray(r.state.gamma) > 0))
+    np.testing.assert_allclose(est.relevance_vectors_, X[est.relevance_indices_])
+    Xt = np.linspace(-10, 10, 7)[:, None]
+    mean, std = est.predict(Xt, return_std=True)
+    want_mean, want_var = sb.predict(r.state, sb.design(Xt, X, gamma=0.1), scale)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(std, np.sqrt(want_var), rtol=1e-10)
+    # the kernel expansion itself: sum of coef_ times the kernel at the relevance vectors
+    K = np.exp(-0.1 * (Xt - X[est.relevance_indices_].T) ** 2)
+    np.testing.assert_allclose(mean, K @ est.coef_[est.relevance_indices_], rtol=1e-9, atol=1e-12)
+    assert 0.05 < est.noise_std_ < 0.2
+    assert est.n_iter_ == len(est.log_evidence_)
+
+
+def test_linear_kernel_selects_variables_in_original_units():
+    """Tibshirani's design with an offset and scaled columns: the truth's non-zeros are
+    selected (at most one small spurious one besides), with their coefficients in the
+    caller's units, and the intercept is recovered."""
+    rng = np.random.default_rng(3)
+    corr = 0.5 ** np.abs(np.subtract.outer(np.arange(8), np.arange(8)))
+    X = rng.standard_normal((200, 8)) @ np.linalg.cholesky(corr).T * np.array([1, 10, 1, 1, 0.1, 1, 1, 1])
+    beta = np.array([3, 0.15, 0, 0, 20, 0, 0, 0])
+    y = 4.0 + X @ beta + 0.5 * rng.standard_normal(200)
+    for est in (RVMRegressor(kernel="linear"), BLSRegressor(kernel="linear")):
+        est.fit(X, y)
+        assert {0, 1, 4} <= set(est.relevance_indices_.tolist()) and len(est.relevance_indices_) <= 4
+        spurious = np.setdiff1d(est.relevance_indices_, [0, 1, 4])
+        assert np.all(np.abs(est.coef_[spurious]) < 0.15)
+        np.testing.assert_allclose(est.coef_[[0, 1, 4]], beta[[0, 1, 4]], rtol=0.05)
+        assert abs(est.intercept_ - 4.0) < 0.2
+        assert not hasattr(est, "relevance_vectors_")
+
+
+def test_poly_kernel_fits_a_cubic():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-2, 2, (50, 1))
+    y = x[:, 0] ** 3 - x[:, 0] + 0.05 * rng.standard_normal(50)
+    est = RVMRegressor(kernel="poly", degree=3, gamma=1.0, coef0=1.0).fit(x, y)
+    xt = np.linspace(-2, 2, 20)[:, None]
+    assert np.sqrt(np.mean((est.predict(xt) - (xt[:, 0] ** 3 - xt[:, 0])) ** 2)) < 0.05
+
+
+def test_bad_parameters_are_refused():
+    X, y = _sinc(20)
+    for est, match in ((RVMRegressor(gamma=0.0), "gamma"), (RVMRegressor(gamma=-1.0), "gamma"),
+                       (RVMRegressor(kernel="poly", degree=-2), "degree"), (RVMRegressor(kernel="sigmoid"), "kernel"),
+                       (BLSRegressor(max_iter=0), "max_iter")):
+        with pytest.raises(ValueError, match=match):
+            est.fit(X, y)
+    with pytest.raises(ValueError):
+        RVMRegressor().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="two samples"):
+        RVMRegressor().fit(X[:1], y[:1])

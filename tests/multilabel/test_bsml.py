@@ -1,0 +1,373 @@
+"""BSML / BSML+ARD / BSSML: the bound, the updates, recovery of known truth, batching."""
+
+from __future__ import annotations
+
+import logging
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.linalg import subspace_angles
+from scipy.stats import norm
+
+from bayeskit.core.status import Status
+from bayeskit.multilabel import bsml, probit
+
+SIGMA_Z = 0.1
+
+
+def simulate(rng, n=80, d=6, r=2, n_labels=3, weight_scale=2.0):
+    """Data from the model itself: z = Q'x + noise, t = W'z + b + noise, y = 1[t > 0]."""
+    X = rng.normal(size=(n, d))
+    Q = rng.normal(size=(d, r)) / np.sqrt(d)
+    W = weight_scale * rng.normal(size=(r, n_labels))
+    b = 0.3 * rng.normal(size=n_labels)
+    Z = X @ Q + SIGMA_Z * rng.normal(size=(n, r))
+    Y = (Z @ W + b + rng.normal(size=(n, n_labels)) > 0).astype(np.int8)
+    return X, Y, (Q, W, b)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return simulate(np.random.default_rng(1))[:2]
+
+
+CONFIGS = {
+    "bsml": bsml.Hyperparams(n_components=2),
+    "ard": bsml.Hyperparams(n_components=2, prior="ard"),
+    "bssml": bsml.Hyperparams(n_components=2, semisupervised=True),
+}
+
+
+def _labels_for(name, Y):
+    if name != "bssml":
+        return Y
+    Y = Y.copy()
+    Y[::3, 0] = -1  # unobserved per entry
+    Y[::4] = -1  # and whole rows unlabelled
+    return Y
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_lower_bound_never_decreases(small, name):
+    X, Y = small
+    hp = CONFIGS[name]
+    result = bsml.fit(jax.random.key(3), X, _labels_for(name, Y), hp, max_iter=80, tol=0.0)
+    trace = np.asarray(result.trace)
+    assert np.all(np.isfinite(trace)) and int(result.n_iter) == 80
+    steps = np.diff(trace)
+    assert np.all(steps >= -1e-9 * (1 + np.abs(trace[1:]))), steps.min()
+    assert trace[-1] > trace[0]
+
+
+# --- every closed-form update is a coordinate-wise optimum of the bound -------------------
+
+
+def _prepared(name, X, Y):
+    hp = bsml._leaves_as_arrays(CONFIGS[name], jnp.float64)
+    data = bsml.prepare(jnp.asarray(X), jnp.asarray(_labels_for(name, Y), jnp.int8), hp)
+    state = bsml.init(jax.random.key(0), data, hp)
+    for _ in range(3):  # leave the random start
+        state = bsml.update(state, data, hp)
+    return hp, data, state
+
+
+def _with_q_mean(state, data, q):
+    return eqx.tree_at(lambda s: (s.q_mean, s.xq), state, (q, data.X @ q))
+
+
+def _with_t_loc(state, data, hp, loc):
+    _, shift = probit.auxiliary_moments(loc, data.Y, hp.classifier_priors(), hp.semisupervised)
+    cs = eqx.tree_at(lambda c: (c.t_loc, c.t_mean), state.classifier, (loc, loc + shift))
+    return eqx.tree_at(lambda s: s.classifier, state, cs)
+
+
+def _zero_gradient(f, x_before, x_after):
+    """The gradient after the update is tiny compared with the gradient before it."""
+    g_before = jnp.linalg.norm(jax.grad(f)(x_before))
+    g_after = jnp.linalg.norm(jax.grad(f)(x_after))
+    assert g_before > 1e-6
+    assert g_after <= 1e-6 * g_before + 1e-8, (float(g_after), float(g_before))
+
+
+def _no_perturbation_improves(objective, state, perturbations):
+    best = objective(state)
+    for p in perturbations:
+        value = objective(p(state))
+        assert value <= best + 1e-9 * (1 + abs(best)), (float(value), float(best))
+
+
+def _scale(c):
+    return jnp.asarray(c, jnp.float64)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_updates_are_coordinatewise_optima(small, name):
+    X, Y = small
+    hp, data, state = _prepared(name, X, Y)
+    obj = jax.jit(lambda s: bsml.objective(s, data, hp))
+    rng = np.random.default_rng(0)
+    d = data.X.shape[1]
+
+    # q(Phi): any other Gamma factor is worse.
+    s1 = bsml.update_phi(state, data, hp)
+    _no_perturbation_improves(obj, s1, [
+        lambda s, c=c: eqx.tree_at(lambda t: t.phi_scale, s, s.phi_scale * c) for c in (0.9, 1.1)
+    ] + [lambda s, c=c: eqx.tree_at(lambda t: t.phi_shape, s, s.phi_shape * c) for c in (0.95, 1.05)])
+
+    # q(Q): zero gradient in the means; rescaling every covariance is worse.
+    s2 = bsml.update_q(s1, data, hp)
+    _zero_gradient(lambda q: obj(_with_q_mean(s2, data, q)), s1.q_mean, s2.q_mean)
+    _no_perturbation_improves(obj, s2, [
+        lambda s, c=c: eqx.tree_at(
+            lambda t: (t.q_var, t.q_logdet, t.q_trace_gram), s,
+            (s.q_var * c, s.q_logdet + d * jnp.log(_scale(c)), s.q_trace_gram * c),
+        ) for c in (0.8, 1.25)
+    ])
+
+    # q(Z): zero gradient in the means; other covariances are worse.
+    s3 = bsml.update_z(s2, data, hp)
+    _zero_gradient(lambda z: obj(eqx.tree_at(lambda t: t.z_mean, s3, z)), s2.z_mean, s3.z_mean)
+    r = s3.z_cov.shape[0]
+    perturbed_covs = [s3.z_cov * 0.8, s3.z_cov * 1.25]
+    A = jnp.asarray(rng.normal(size=(r, r)))
+    perturbed_covs.append(s3.z_cov + 0.05 * jnp.trace(s3.z_cov) * (A @ A.T) / r)
+    _no_perturbation_improves(obj, s3, [
+        lambda s, C=C: eqx.tree_at(lambda t: (t.z_cov, t.z_logdet), s, (C, jnp.linalg.slogdet(C)[1]))
+        for C in perturbed_covs
+    ])
+
+    # q(lambda), q(Psi), then q(b, W), then q(T).
+    priors = hp.classifier_priors()
+    cs = probit.update_precisions(s3.classifier, priors)
+    s4 = eqx.tree_at(lambda t: t.classifier, s3, cs)
+    _no_perturbation_improves(obj, s4, [
+        lambda s, c=c: eqx.tree_at(lambda t: (t.classifier.lambda_scale, t.classifier.psi_scale), s,
+                                   (s.classifier.lambda_scale * c, s.classifier.psi_scale * c))
+        for c in (0.9, 1.1)
+    ])
+    gram = bsml._z_gram(s4)
+    cs = probit.update_coefficients(cs, gram, probit.augmented_cross(s4.z_mean, cs.t_mean))
+    s5 = eqx.tree_at(lambda t: t.classifier, s4, cs)
+    _zero_gradient(
+        lambda m: obj(eqx.tree_at(lambda t: t.classifier.coef_mean, s5, m)), s4.classifier.coef_mean, s5.classifier.coef_mean
+    )
+    k = cs.coef_mean.shape[1]
+    _no_perturbation_improves(obj, s5, [
+        lambda s, c=c: eqx.tree_at(lambda t: (t.classifier.coef_cov, t.classifier.coef_logdet), s,
+                                   (s.classifier.coef_cov * c, s.classifier.coef_logdet + k * jnp.log(_scale(c))))
+        for c in (0.8, 1.25)
+    ])
+    s6 = bsml.update_classifier(s3, data, hp)
+    _zero_gradient(
+        lambda loc: obj(_with_t_loc(s6, data, hp, loc)), s5.classifier.t_loc, s6.classifier.t_loc
+    )
+    # A full sweep raises the bound.
+    assert obj(bsml.update(state, data, hp)) > obj(state)
+
+
+# --- updates against dense linear algebra -------------------------------------------------
+
+
+@pytest.mark.parametrize("prior", ["entrywise", "ard"])
+def test_q_update_matches_dense_inverse(small, prior):
+    X, Y = small
+    hp = bsml._leaves_as_arrays(bsml.Hyperparams(n_components=2, prior=prior), jnp.float64)
+    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp)
+    state = bsml.update_phi(bsml.update(bsml.init(jax.random.key(1), data, hp), data, hp), data, hp)
+    new = bsml.update_q(state, data, hp)
+    phi = np.broadcast_to(np.asarray(state.phi_shape * state.phi_scale), new.q_mean.shape)
+    G = X.T @ X / SIGMA_Z**2
+    for s in range(2):
+        Sigma = np.linalg.inv(np.diag(phi[:, s]) + G)
+        mean = Sigma @ X.T @ np.asarray(state.z_mean[:, s]) / SIGMA_Z**2
+        np.testing.assert_allclose(new.q_mean[:, s], mean, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(new.q_var[:, s], np.diag(Sigma), rtol=1e-8)
+        np.testing.assert_allclose(new.q_logdet[s], np.linalg.slogdet(Sigma)[1], rtol=1e-9)
+        np.testing.assert_allclose(new.q_trace_gram[s], np.trace(Sigma @ X.T @ X), rtol=1e-7)
+
+
+def test_nearest_labelled_neighbour_imputation(rng):
+    X = rng.normal(size=(30, 3))
+    Y = rng.integers(0, 2, size=(30, 2)).astype(np.int8)
+    Y[rng.random((30, 2)) < 0.4] = -1
+    got = np.asarray(bsml._impute_nearest(jnp.asarray(X), jnp.asarray(Y), chunk_size=7))
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    for o in range(2):
+        cand = np.where(Y[:, o] >= 0)[0]
+        want = Y[cand[np.argmin(D[:, cand], axis=1)], o]
+        np.testing.assert_array_equal(got[:, o], want)
+
+
+# --- recovery of known truth ---------------------------------------------------------------
+
+
+def test_recovers_subspace_and_approaches_bayes_error():
+    rng = np.random.default_rng(7)
+    X, Y, (Q, W, b) = simulate(rng, n=2600, d=8, r=2, n_labels=5)
+    X_train, Y_train, X_test, Y_test = X[:600], Y[:600], X[600:], Y[600:]
+    hp = bsml.Hyperparams(n_components=2)
+    result = bsml.fit(jax.random.key(0), X_train, Y_train, hp, max_iter=300, tol=1e-8)
+    angles = np.degrees(subspace_angles(np.asarray(result.state.q_mean), Q))
+    assert angles.max() < 10, angles
+    # Bayes rule with the true parameters: P(y=1|x) = Phi((b + w'Q'x) / sqrt(1 + sigma^2 |w|^2)).
+    p_bayes = norm.cdf((X_test @ Q @ W + b) / np.sqrt(1 + SIGMA_Z**2 * (W**2).sum(0)))
+    bayes = np.mean((p_bayes > 0.5) != Y_test)
+    ours = np.mean((np.asarray(bsml.predict_proba(result.state, X_test, hp)) > 0.5) != Y_test)
+    assert ours <= bayes + 0.02, (ours, bayes)
+
+
+def test_ard_switches_off_unneeded_dimensions():
+    rng = np.random.default_rng(11)
+    X, Y, (Q, _, _) = simulate(rng, n=500, d=8, r=2, n_labels=6, weight_scale=3.0)
+    hp = bsml.Hyperparams(n_components=5, prior="ard", alpha_phi=1e-10, beta_phi=1e10)
+    result = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=500, tol=1e-9)
+    active = np.asarray(bsml.active_components(result.state))
+    # At least the two superfluous of five dimensions are switched off, and the true
+    # two-dimensional subspace lies within the span of the survivors.
+    assert 2 <= active.sum() <= 3, np.asarray(bsml.component_relevance(result.state))
+    angles = np.degrees(subspace_angles(np.asarray(result.state.q_mean)[:, active], Q))
+    assert angles.max() < 15, angles
+
+
+# --- batching, compilation -----------------------------------------------------------------
+
+
+def test_vmap_over_keys_equals_separate_fits(small):
+    X, Y = small
+    hp = CONFIGS["bsml"]
+    keys = jax.random.split(jax.random.key(5), 3)
+    batched = jax.vmap(lambda k: bsml.fit(k, X, Y, hp, max_iter=40, tol=1e-5, throw=False))(keys)
+    for i in range(3):
+        single = bsml.fit(keys[i], X, Y, hp, max_iter=40, tol=1e-5, throw=False)
+        assert int(batched.n_iter[i]) == int(single.n_iter)
+        np.testing.assert_allclose(batched.trace[i], single.trace, rtol=1e-9, equal_nan=True)
+        np.testing.assert_allclose(batched.state.q_mean[i], single.state.q_mean, rtol=1e-7, atol=1e-9)
+
+
+def test_vmap_over_stacked_datasets_equals_separate_fits():
+    rng = np.random.default_rng(2)
+    sets = [simulate(rng)[:2] for _ in range(2)]
+    Xs = jnp.stack([jnp.asarray(s[0]) for s in sets])
+    Ys = jnp.stack([jnp.asarray(s[1]) for s in sets])
+    hp = CONFIGS["bsml"]
+    key = jax.random.key(0)
+    batched = jax.vmap(lambda X, Y: bsml.fit(key, X, Y, hp, max_iter=40, tol=1e-5, throw=False))(Xs, Ys)
+    for i, (X, Y) in enumerate(sets):
+        single = bsml.fit(key, X, Y, hp, max_iter=40, tol=1e-5, throw=False)
+        np.testing.assert_allclose(batched.trace[i], single.trace, rtol=1e-9, equal_nan=True)
+        assert int(batched.n_iter[i]) == int(single.n_iter)
+
+
+def test_second_call_does_not_recompile(small, caplog):
+    X, Y = small
+    bsml.fit(jax.random.key(0), X, Y, bsml.Hyperparams(n_components=2), max_iter=10)
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        caplog.clear()
+        result = bsml.fit(jax.random.key(1), X, Y, bsml.Hyperparams(n_components=2, alpha_psi=2.0), max_iter=10)
+        jax.block_until_ready(result)
+    compiled = [r.getMessage() for r in caplog.records if "_fit" in r.getMessage() and "ompil" in r.getMessage()]
+    assert not compiled, compiled
+
+
+# --- numerics on awkward input ------------------------------------------------------------
+
+
+def _assert_healthy(result, X_new, hp):
+    assert not bool((result.status == Status.nonfinite) | (result.status == Status.not_positive_definite))
+    assert np.all(np.isfinite(np.asarray(result.trace)[: int(result.n_iter)]))
+    proba = np.asarray(bsml.predict_proba(result.state, X_new, hp))
+    assert np.all(np.isfinite(proba)) and proba.min() >= 0 and proba.max() <= 1
+
+
+def test_float32_raw_emotions(emotions):
+    X_train, Y_train, X_test, _ = emotions
+    hp = bsml.Hyperparams(n_components=3)
+    result = bsml.fit(jax.random.key(0), X_train.astype(np.float32), Y_train, hp, max_iter=60)
+    assert result.state.q_mean.dtype == jnp.float32 and result.trace.dtype == jnp.float32
+    _assert_healthy(result, X_test.astype(np.float32), hp)
+
+
+def test_degenerate_columns_and_scales(small):
+    X, Y = small
+    X = np.column_stack([X, X[:, :2], np.ones(len(X)), 1e4 * X[:, 0]])  # duplicated, constant, rescaled
+    Y = np.column_stack([Y, np.zeros(len(Y)), np.ones(len(Y))]).astype(np.int8)  # all-0 and all-1 labels
+    hp = bsml.Hyperparams(n_components=2)
+    _assert_healthy(bsml.fit(jax.random.key(0), X, Y, hp, max_iter=60, throw=False), X, hp)
+
+
+def test_inputs_are_not_modified(small):
+    X, Y = small
+    X, Y = X.copy(), Y.copy()
+    X.flags.writeable = False
+    Y.flags.writeable = False
+    X0, Y0 = X.copy(), Y.copy()
+    bsml.fit(jax.random.key(0), X, Y, CONFIGS["bsml"], max_iter=5)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(Y, Y0)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda X, Y, hp: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.nan, X), Y, hp), "non-finite"),
+        (lambda X, Y, hp: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.inf, X), Y, hp), "non-finite"),
+        (lambda X, Y, hp: (X, np.where(np.arange(Y.size).reshape(Y.shape) == 3, 2, Y), hp), r"values in \{0, 1\}"),
+        (lambda X, Y, hp: (X, Y[:-1], hp), "must match"),
+        (lambda X, Y, hp: (X[:, 0], Y, hp), "2-D"),
+        (lambda X, Y, hp: (X[:0], Y[:0], hp), "at least 1"),
+        (lambda X, Y, hp: (X[:, :0], Y, hp), "feature"),
+        (lambda X, Y, hp: (X, Y, bsml.Hyperparams(n_components=0)), "n_components"),
+        (lambda X, Y, hp: (X, Y, bsml.Hyperparams(n_components=2, alpha_phi=-1.0)), "alpha_phi"),
+        (lambda X, Y, hp: (X, Y, bsml.Hyperparams(n_components=2, sigma_z=0.0)), "sigma_z"),
+        (lambda X, Y, hp: (X, Y, bsml.Hyperparams(n_components=2, prior="rowwise")), "prior"),
+        (lambda X, Y, hp: (X, np.where(np.arange(Y.size).reshape(Y.shape) == 3, -1, Y), hp), "semisupervised"),
+    ],
+)
+def test_bad_input_is_refused_before_compiling(small, change, message):
+    X, Y = small
+    X, Y, hp = change(X.astype(float), Y.astype(int), CONFIGS["bsml"])
+    with pytest.raises(ValueError, match=message):
+        bsml.fit(jax.random.key(0), X, Y, hp, max_iter=5)
+
+
+# --- prediction -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["bsml", "bssml"])
+def test_predictive_forms(small, name):
+    X, Y = small
+    hp = CONFIGS[name]
+    state = bsml.fit(jax.random.key(0), X, _labels_for(name, Y), hp, max_iter=30).state
+    consistent = np.asarray(bsml.predict_proba(state, X, hp))
+    author = np.asarray(bsml.predict_proba(state, X, hp, predictive="author"))
+    mean, var = (np.asarray(a) for a in bsml.predict_scores(state, X))
+    np.testing.assert_allclose(author, norm.cdf(mean / var), rtol=1e-10, atol=1e-14)
+    if name == "bsml":
+        np.testing.assert_allclose(consistent, norm.cdf(mean / np.sqrt(var)), rtol=1e-10, atol=1e-14)
+        np.testing.assert_array_equal(consistent > 0.5, author > 0.5)
+    else:  # the low-density rule of Section 3.2 with gamma_+ = gamma_- = 1/2
+        pos, neg = norm.cdf((mean - 0.5) / np.sqrt(var)), norm.cdf((-mean - 0.5) / np.sqrt(var))
+        np.testing.assert_allclose(consistent, pos / (pos + neg), rtol=1e-9)
+    # The predictive variance [1 z]' S_o [1 z] + 1, against a direct loop.
+    z = np.asarray(bsml.transform(state, X))
+    S = np.asarray(state.classifier.coef_cov)
+    aug = np.column_stack([np.ones(len(z)), z])
+    np.testing.assert_allclose(var[:, 1], 1 + np.einsum("ni,ij,nj->n", aug, S[1], aug), rtol=1e-12)
+    chunked = np.asarray(bsml.predict_proba(state, X, hp, chunk_size=16))
+    np.testing.assert_allclose(chunked, consistent, rtol=1e-12)
+
+
+def test_save_and_load_roundtrip(small, tmp_path):
+    import bayeskit
+
+    X, Y = small
+    hp = CONFIGS["ard"]
+    result = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=20)
+    bayeskit.save(tmp_path / "fit", result, hp)
+    loaded, hp2 = bayeskit.load(tmp_path / "fit")
+    assert hp2.prior == "ard" and hp2.n_components == 2
+    np.testing.assert_array_equal(np.asarray(loaded.trace), np.asarray(result.trace))
+    np.testing.assert_array_equal(bsml.predict_proba(loaded.state, X, hp2), bsml.predict_proba(result.state, X, hp))

@@ -1,0 +1,225 @@
+"""The IBP prior samplers and probabilities, and the linear-Gaussian collapsed Gibbs
+sampler, against closed forms, brute-force enumeration and known truth."""
+
+import itertools
+import math
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from bayeskit.datasets import ibp_toy_images
+from bayeskit.relational import ibp
+from bayeskit.relational.ibp import linear_gaussian as lg
+
+
+def _mc_close(samples, expected, sd, n_sigma=4.0):
+    """|mean - expected| within n_sigma standard errors (sd is the per-draw spread)."""
+    assert abs(float(np.mean(samples)) - expected) < n_sigma * sd / math.sqrt(len(samples))
+
+
+@pytest.mark.parametrize("alpha,n", [(1.0, 50), (3.0, 20)])
+def test_buffet_counts_are_poisson(alpha, n):
+    draws = 3000
+    Z, overflow = jax.jit(jax.vmap(lambda k: ibp.sample_buffet(k, n, alpha, 48)))(jax.random.split(jax.random.key(0), draws))
+    assert not bool(overflow.any())
+    k_plus = np.asarray((Z.sum(1) > 0).sum(-1))
+    mean = alpha * float(ibp.harmonic(n))
+    _mc_close(k_plus, mean, math.sqrt(mean))
+    assert abs(k_plus.var() / mean - 1) < 0.12  # Poisson: variance = mean
+    row_sums = np.asarray(Z.sum(-1))[:, 0]  # any row is Poisson(alpha) (exchangeability)
+    _mc_close(row_sums, alpha, math.sqrt(alpha))
+    _mc_close(np.asarray(Z.sum((1, 2))), n * alpha, math.sqrt(n * alpha))
+
+
+def test_buffet_overflow_is_flagged():
+    _, overflow = ibp.sample_buffet(jax.random.key(0), 30, 5.0, 4)
+    assert bool(overflow)
+
+
+def test_finite_and_stick_breaking_row_sums():
+    alpha, k, n, draws = 2.0, 8, 10, 4000
+    keys = jax.random.split(jax.random.key(1), draws)
+    Zf = jax.vmap(lambda kk: ibp.sample_finite(kk, n, alpha, k))(keys)
+    # E[row sum] = K E[pi] = K (alpha / K) / (alpha / K + 1).
+    expected = k * (alpha / k) / (alpha / k + 1)
+    _mc_close(np.asarray(Zf[:, 0].sum(-1)), expected, math.sqrt(expected))
+    Zs, _ = jax.vmap(lambda kk: ibp.sample_stick_breaking(kk, n, alpha, k))(keys)
+    # E[pi_k] = (alpha / (alpha + 1))^k, summed over the k_max sticks.
+    r = alpha / (alpha + 1)
+    expected = r * (1 - r**k) / (1 - r)
+    _mc_close(np.asarray(Zs[:, 0].sum(-1)), expected, math.sqrt(expected))
+    # Sticks decrease: column frequencies are non-increasing on average.
+    freq = np.asarray(Zs.mean((0, 1)))
+    assert np.all(np.diff(freq) < 0.02)
+
+
+def test_left_ordered_form():
+    Z = jnp.array([[0, 1, 0, 1, 0], [1, 1, 0, 0, 1], [1, 0, 0, 1, 1.0]])
+    L = np.asarray(ibp.left_ordered(Z))
+    np.testing.assert_array_equal(L, [[1, 1, 0, 0, 0], [1, 0, 1, 1, 0], [0, 1, 1, 1, 0]])
+
+
+def _classes_n2(r):
+    """Every left-ordered class of 2-row matrices with up to r columns of each of the
+    three non-zero histories (1,0), (0,1), (1,1), padded to 3r columns."""
+    out = []
+    for counts in itertools.product(range(r), repeat=3):
+        Z = np.zeros((2, 3 * r))
+        cols = [np.array(c)[:, None] for c, m in zip(((1, 0), (0, 1), (1, 1)), counts) for _ in range(m)]
+        if cols:
+            Z[:, : len(cols)] = np.hstack(cols)
+        out.append(Z)
+    return np.stack(out)
+
+
+def test_class_probabilities_sum_to_one_and_match_the_buffet():
+    classes = _classes_n2(12)
+    log_p = jax.jit(jax.vmap(lambda Z: ibp.log_prob(Z, 1.3)))(jnp.asarray(classes))
+    assert float(jnp.exp(log_p).sum()) == pytest.approx(1.0, abs=1e-9)
+    # N = 1: K+ ~ Poisson(alpha).
+    one = [np.pad(np.ones((1, k)), ((0, 0), (0, 8 - k))) for k in range(8)]
+    got = jax.vmap(lambda Z: ibp.log_prob(Z, 1.3))(jnp.asarray(np.stack(one)))
+    np.testing.assert_allclose(got, stats.poisson(1.3).logpmf(np.arange(8)), rtol=1e-12)
+    # The buffet's class frequencies at N = 2 against P([Z]).
+    draws = 20_000
+    Z, _ = jax.jit(jax.vmap(lambda k: ibp.sample_buffet(k, 2, 1.3, 16)))(jax.random.split(jax.random.key(3), draws))
+    Z = np.asarray(Z)
+    hist = lambda z, h: int(np.sum(np.all(z.T == h, axis=1)))
+    observed = {}
+    for z in Z:
+        key = tuple(hist(z, h) for h in ((1, 0), (0, 1), (1, 1)))
+        observed[key] = observed.get(key, 0) + 1
+    for key in [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 0), (1, 0, 1), (2, 0, 0)]:
+        idx = np.ravel_multi_index(key, (12, 12, 12))
+        p = float(jnp.exp(ibp.log_prob(jnp.asarray(classes[idx], jnp.float32), 1.3)))
+        assert abs(observed.get(key, 0) / draws - p) < 4 * math.sqrt(p * (1 - p) / draws) + 1e-4, key
+
+
+def test_collapsed_likelihood_against_the_gaussian_marginal_and_zero_columns():
+    rng = np.random.default_rng(0)
+    Z = rng.integers(0, 2, (7, 3)).astype(float)
+    X = rng.normal(size=(7, 4))
+    sx, sa = 0.7, 1.3
+    cov = sa**2 * Z @ Z.T + sx**2 * np.eye(7)  # each column of X ~ N(0, sa^2 ZZ' + sx^2 I)
+    brute = stats.multivariate_normal(np.zeros(7), cov).logpdf(X.T).sum()
+    got = lg.log_likelihood(jnp.asarray(X, jnp.float32), jnp.asarray(Z, jnp.float32), sx, sa)
+    padded = lg.log_likelihood(jnp.asarray(X, jnp.float32), jnp.asarray(np.pad(Z, ((0, 0), (0, 5))), jnp.float32), sx, sa)
+    assert float(got) == pytest.approx(brute, rel=1e-5)
+    assert float(padded) == pytest.approx(brute, rel=1e-5)
+
+
+def _log_prior(Z, alpha, lof):
+    """P(Z) of a matrix with exchangeable labels, or of its left-ordered class, computed
+    from the formulas with plain Python (independent of bayeskit.relational.ibp.prior)."""
+    n = Z.shape[0]
+    cols = [tuple(c) for c in Z.T if c.any()]
+    h_n = sum(1 / j for j in range(1, n + 1))
+    out = len(cols) * math.log(alpha) - alpha * h_n
+    out += sum(math.lgamma(n - sum(c) + 1) + math.lgamma(sum(c)) - math.lgamma(n + 1) for c in cols)
+    if lof:
+        return out - sum(math.lgamma(v + 1) for v in Counter(cols).values())
+    return out - math.lgamma(len(cols) + 1)
+
+
+def _brute_log_post(X, Z, alpha, sx, sa, lof=False):
+    """log P(Z) + log p(X | Z), the likelihood from the Gaussian marginal of each column."""
+    cov = sa**2 * Z @ Z.T + sx**2 * np.eye(len(Z))
+    return _log_prior(Z, alpha, lof) + stats.multivariate_normal(np.zeros(len(Z)), cov).logpdf(X.T).sum()
+
+
+def test_gibbs_conditionals_against_enumeration():
+    """The flip log-odds and the birth probabilities of the sweep equal the ratios of
+    the full posterior P(Z) p(X | Z) computed by brute force, for every 4 x 3 binary
+    matrix and every row (N = 4, K = 3, padded to 6 columns)."""
+    rng = np.random.default_rng(1)
+    n, d, alpha, sx, sa = 4, 3, 1.7, 0.8, 1.2
+    X = rng.normal(size=(n, d))
+    Xj = jnp.asarray(X, jnp.float32)
+    mats = np.array(list(itertools.product((0.0, 1.0), repeat=n * 3))).reshape(-1, n, 3)
+    mats = mats[rng.permutation(len(mats))[:48]]
+    rows = rng.integers(n, size=len(mats))
+
+    @jax.jit
+    @jax.vmap
+    def sweep_terms(Z, i):
+        Z = jnp.pad(Z, ((0, 0), (0, 3)))
+        m_o, _, _, P, M = lg._row_posterior(i, Z, lg._gram(Z, sx, sa), Z.T @ Xj, Xj, sx, sa)
+        odds = jax.vmap(lambda k: lg._flip_log_odds(Z[i], k, m_o, P, M, Xj[i], sx**2, n))(jnp.arange(3))
+        births = lg._birth_log_probs(Z[i] * (m_o > 0), P, M, Xj[i], sx**2, alpha, sa, n, 3)
+        return m_o[:3], odds, births - births[0]
+
+    m_o, odds, births = (np.asarray(a) for a in sweep_terms(jnp.asarray(mats, jnp.float32), jnp.asarray(rows)))
+    for Z, i, m, odd, birth in zip(mats, rows, m_o, odds, births):
+        for k in np.flatnonzero(m > 0):
+            one, zero = Z.copy(), Z.copy()
+            one[i, k], zero[i, k] = 1, 0
+            want = _brute_log_post(X, one, alpha, sx, sa) - _brute_log_post(X, zero, alpha, sx, sa)
+            assert odd[k] == pytest.approx(want, abs=2e-4)
+        # Births: row i without its singletons, plus c new columns of its own.
+        base = Z.copy()
+        base[i] = Z[i] * (m > 0)
+        brute = []
+        for c in range(4):
+            Zc = np.hstack([base, np.zeros((n, c))])
+            Zc[i, 3:] = 1
+            brute.append(_brute_log_post(X, Zc, alpha, sx, sa, lof=True))
+        np.testing.assert_allclose(birth, np.array(brute) - brute[0], atol=2e-4)
+
+
+def test_sampler_with_a_flat_likelihood_draws_from_the_prior():
+    """With sigma_x huge the data say nothing: K+ must follow Poisson(alpha H_N)."""
+    n, alpha = 8, 2.0
+    X = jnp.zeros((n, 1))
+    hp = lg.Hyperparams(k_max=24, sample_alpha=False, sample_sigmas=False)
+
+    def run(key):
+        state = lg.init(key, X, hp, alpha=alpha, sigma_x=1e4, sigma_a=1.0)
+        return jax.lax.scan(lambda s, _: (lg.step(s, X, hp), s.Z.sum(0) > 0), state, None, length=1500)[1]
+
+    active = jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 4))
+    k_plus = np.asarray(active.sum(-1))[:, 300:].ravel()
+    mean = alpha * float(ibp.harmonic(n))
+    # Autocorrelated draws: allow for an effective sample size of a fifth of the draws.
+    assert abs(k_plus.mean() - mean) < 4 * math.sqrt(mean) / math.sqrt(len(k_plus) / 5)
+    assert abs(k_plus.var() / mean - 1) < 0.25
+
+
+def test_toy_images_features_and_noise_are_recovered():
+    X, Z_true, A_true = ibp_toy_images(jax.random.key(0), 60)
+    s = ibp.sample_posterior(jax.random.key(1), X, ibp.Hyperparams(k_max=20), num_warmup=80, num_samples=60)
+    assert s["Z"].shape == (1, 60, 60, 20)
+    sigma_x = float(s["sigma_x"].mean())
+    assert 0.4 < sigma_x < 0.6  # truth 0.5
+    # The posterior mean image Z E[A | X, Z] of the last draw reproduces the clean images.
+    Z = jnp.asarray(s["Z"][0, -1], X.dtype)
+    clean = Z @ ibp.feature_means(X, Z, s["sigma_x"][0, -1], s["sigma_a"][0, -1])
+    assert float(jnp.sqrt(jnp.mean((clean - Z_true @ A_true) ** 2))) < 0.2
+    assert float(s["lost_births"].max()) < 1e-6
+
+
+def test_vectorised_chains_equal_separate_chains():
+    """numpyro's vectorised chains run the sweep under vmap: the same draws as one chain
+    at a time."""
+    X, _, _ = ibp_toy_images(jax.random.key(0), 20)
+    hp = ibp.Hyperparams(k_max=8)
+    states = jax.vmap(lambda k: lg.init(k, X, hp))(jax.random.split(jax.random.key(5), 2))
+    run = lambda s: jax.lax.scan(lambda s, _: (lg.step(s, X, hp),) * 2, s, None, length=4)[1]
+    both = jax.jit(jax.vmap(run))(states)
+    one = jax.jit(run)(jax.tree.map(lambda a: a[1], states))
+    np.testing.assert_array_equal(both.Z[1], one.Z)
+    np.testing.assert_allclose(both.sigma_x[1], one.sigma_x, rtol=1e-10)
+
+
+@pytest.mark.parametrize("X,hp,match", [
+    (np.full((3, 2), np.nan), lg.Hyperparams(), "non-finite"),
+    (np.ones(3), lg.Hyperparams(), "2-D"),
+    (np.ones((3, 2)), lg.Hyperparams(k_max=0), "k_max"),
+    (np.ones((3, 2)), lg.Hyperparams(alpha_prior=(0.0, 1.0)), "alpha_prior"),
+])
+def test_bad_input(X, hp, match):
+    with pytest.raises(ValueError, match=match):
+        ibp.sample_posterior(jax.random.key(0), X, hp, num_warmup=1, num_samples=1)

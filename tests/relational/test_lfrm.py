@@ -1,0 +1,288 @@
+"""The LFRM sampler: its conditionals against brute-force posteriors (with covariates and
+offsets), the handling of masks and symmetry, recovery of a planted network and of
+covariate coefficients, the prior it samples when the data say nothing and in Geweke's
+successive-conditional test, separate per-relation models, and bad input. (Vectorised chains equal separate chains: tested for the
+shared kernel glue in test_ibp.py.)"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.special import expit, gammaln, log_ndtr
+from sklearn.metrics import roc_auc_score
+
+from bayeskit.relational import data as relational_data
+from bayeskit.relational import ibp, lfrm
+from bayeskit.relational.lfrm import gibbs, model
+
+
+def _np_eta(Z, W, reg, cov, symmetric=False):
+    """eta of the full model in NumPy, term by term as the paper writes it."""
+    if symmetric:
+        W = np.triu(W) + np.swapaxes(np.triu(W, 1), 1, 2)
+        reg = dict(reg, beta_c=reg["beta_p"], b=reg["a"])
+        cov = dict(cov, receiver=cov["sender"])
+    sender = cov["sender"] @ reg["beta_p"].T + reg["a"].T  # (N, R)
+    receiver = cov["receiver"] @ reg["beta_c"].T + reg["b"].T
+    return (np.einsum("ik,rkl,jl->rij", Z, W, Z) + np.einsum("rp,pij->rij", reg["beta"], cov["pair"])
+            + sender.T[:, :, None] + receiver.T[:, None, :] + reg["c"][:, None, None])
+
+
+def _np_loglik(Y, mask, Z, W, reg, cov, link="logistic", symmetric=False):
+    """Full-tensor log-likelihood in NumPy (independent of the row-wise code)."""
+    if symmetric:
+        mask = mask & np.triu(np.ones(mask.shape[-2:], bool), 1)
+    eta = _np_eta(Z, W, reg, cov, symmetric)
+    ll = Y * eta - np.logaddexp(0, eta) if link == "logistic" else log_ndtr((2 * Y - 1) * eta)
+    return float(np.sum(np.where(mask, ll, 0.0)))
+
+
+def _np_log_prior_matrix(Z, alpha):
+    n = Z.shape[0]
+    m = Z.sum(0)
+    m = m[m > 0]
+    h_n = sum(1 / j for j in range(1, n + 1))
+    return (len(m) * math.log(alpha) - gammaln(len(m) + 1) - alpha * h_n
+            + np.sum(gammaln(n - m + 1) + gammaln(m) - gammaln(n + 1)))
+
+
+def _problem(rng, n=5, r=2, k=3, k_max=5, p=2, dp=3, dc=1):
+    """A random full-model problem: Y, mask, Z, W, regression terms and covariates."""
+    Y = rng.integers(0, 2, (r, n, n)).astype(float)
+    mask = rng.random((r, n, n)) < 0.8
+    Z = np.pad(rng.integers(0, 2, (n, k)).astype(float), ((0, 0), (0, k_max - k)))
+    W = rng.normal(size=(r, k_max, k_max))
+    cov = {"pair": rng.normal(size=(p, n, n)), "sender": rng.normal(size=(n, dp)), "receiver": rng.normal(size=(n, dc))}
+    reg = {"c": rng.normal(size=r), "beta": rng.normal(size=(r, p)), "beta_p": rng.normal(size=(r, dp)),
+           "beta_c": rng.normal(size=(r, dc)), "a": rng.normal(size=(r, n)), "b": rng.normal(size=(r, n))}
+    return Y, mask, Z, W, reg, cov
+
+
+def _jax_terms(reg, cov, symmetric):
+    """The same terms as the library's types (receiver terms dropped when symmetric)."""
+    if symmetric:
+        reg = dict(reg, beta_c=reg["beta_c"][:, :0], b=reg["b"][:, :0])
+        cov = dict(cov, receiver=cov["receiver"][:, :0])
+    return (model.Regression(*(jnp.asarray(reg[k]) for k in model.REGRESSION_TERMS)),
+            relational_data.Covariates(*(jnp.asarray(cov[k]) for k in ("pair", "sender", "receiver"))))
+
+
+def _row_setup(rng, Y, mask, Z, reg, cov, symmetric):
+    """The library's data and offset for a problem, a random row i and Z without it."""
+    jreg, jcov = _jax_terms(reg, cov, symmetric)
+    data = relational_data.as_data(Y.astype(np.int8), mask, symmetric, jcov)
+    i = int(rng.integers(Z.shape[0]))
+    Zo = Z.copy()
+    Zo[i] = 0
+    return data, model.offset(jreg, data.covariates, symmetric), i, Zo
+
+
+@pytest.mark.parametrize("link,symmetric", [("logistic", False), ("probit", False), ("logistic", True)])
+def test_flip_log_odds_equal_the_brute_force_posterior_ratio(link, symmetric):
+    rng = np.random.default_rng(0)
+    alpha = 1.4
+    for _ in range(6):
+        Y, mask, Z, W, reg, cov = _problem(rng)
+        if symmetric:
+            Y, mask = np.triu(Y, 1) + np.swapaxes(np.triu(Y, 1), 1, 2), mask & np.swapaxes(mask, 1, 2)
+        data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, symmetric)
+        m_o = Zo.sum(0)
+        Wf = model.symmetrise(jnp.asarray(W), symmetric)
+        for k in np.flatnonzero(m_o > 0):
+            one, zero = Z.copy(), Z.copy()
+            one[i, k], zero[i, k] = 1, 0
+            want = (_np_log_prior_matrix(one, alpha) + _np_loglik(Y, mask, one, W, reg, cov, link, symmetric)
+                    - _np_log_prior_matrix(zero, alpha) - _np_loglik(Y, mask, zero, W, reg, cov, link, symmetric))
+            got = gibbs._flip_log_odds(jnp.asarray(Z[i]), int(k), i, jnp.asarray(Zo), jnp.asarray(m_o), Wf, O, data, link)
+            assert float(got) == pytest.approx(want, abs=1e-8)
+
+
+def test_row_likelihood_differences_equal_full_likelihood_differences():
+    """The birth move's ratio: changing row i and the weights of columns only row i uses
+    changes the full likelihood exactly as the row's cells say."""
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        Y, mask, Z, W, reg, cov = _problem(rng)
+        data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, False)
+        free = Zo.sum(0) == 0
+        z_new = Z[i] * ~free
+        z_new[np.flatnonzero(free)[:2]] = 1
+        W_new = np.where(free[:, None] | free[None, :], rng.normal(size=W.shape), W)
+        Z_new = Z.copy()
+        Z_new[i] = z_new
+        want = _np_loglik(Y, mask, Z_new, W_new, reg, cov) - _np_loglik(Y, mask, Z, W, reg, cov)
+        f = lambda z, w: gibbs._row_loglik(jnp.asarray(z), i, jnp.asarray(Zo), jnp.asarray(w), O, data, "logistic")
+        assert float(f(z_new, W_new) - f(Z[i], W)) == pytest.approx(want, abs=1e-8)
+
+
+def _planted(seed=0, n=40, k=3, r=2):
+    rng = np.random.default_rng(seed)
+    Z = (rng.random((n, k)) < 0.35).astype(float)
+    W = rng.normal(0, 3, (r, k, k))
+    P = expit(np.einsum("ik,rkl,jl->rij", Z, W, Z) - 1.5)
+    Y = (rng.random(P.shape) < P).astype(np.int8)
+    off = ~np.eye(n, dtype=bool)
+    test = (rng.random(Y.shape) < 0.2) & off
+    return Y, P, off & ~test, test
+
+
+def test_planted_network_is_recovered():
+    Y, P, train, test = _planted()
+    hp = lfrm.Hyperparams(k_max=10)
+    s = lfrm.sample_posterior(jax.random.key(0), Y, train, hp, num_warmup=60, num_samples=90)
+    prob = np.asarray(lfrm.predict_proba(s, hp))
+    auc, best = roc_auc_score(Y[test], prob[test]), roc_auc_score(Y[test], P[test])
+    assert auc > best - 0.03
+    assert 0.3 < float(np.mean(s["accept"])) < 1.0
+
+
+def test_masked_cells_have_no_effect():
+    Y, _, train, _ = _planted(1, n=20, k=2, r=1)
+    flipped = np.where(train, Y, 1 - Y)
+    hp = lfrm.Hyperparams(k_max=6)
+    run = jax.jit(lambda d: jax.lax.scan(lambda s, _: (gibbs.step(s, d, hp), s.Z), gibbs.init(jax.random.key(3), d, hp), None, length=4))
+    (a, Za), (b, Zb) = run(relational_data.as_data(Y, train, False)), run(relational_data.as_data(flipped, train, False))
+    np.testing.assert_array_equal(Za, Zb)
+    np.testing.assert_allclose(a.W, b.W)
+
+
+def test_symmetric_model_gives_symmetric_weights_and_predictions():
+    Y, _, _, _ = _planted(2, n=20, k=2, r=1)
+    Y = np.triu(Y, 1) | np.triu(Y, 1).transpose(0, 2, 1)
+    hp = lfrm.Hyperparams(k_max=6, symmetric=True)
+    s = lfrm.sample_posterior(jax.random.key(0), Y, None, hp, num_warmup=5, num_samples=5)
+    prob = np.asarray(lfrm.predict_proba(s, hp))
+    np.testing.assert_allclose(prob, prob.transpose(0, 2, 1), atol=1e-6)
+    W = np.asarray(model.symmetrise(jnp.asarray(s["W"][0, -1]), True))
+    np.testing.assert_allclose(W, W.transpose(0, 2, 1))
+
+
+def test_with_one_observed_cell_the_features_follow_the_prior():
+    """Almost no data: K+ must follow the IBP with alpha ~ Gamma(1, 1), i.e. E[K+] = H_N."""
+    n = 6
+    Y = np.zeros((1, n, n), np.int8)
+    mask = np.zeros((1, n, n), bool)
+    mask[0, 0, 1] = True
+    hp = lfrm.Hyperparams(k_max=24, hmc_steps=2)
+    data = relational_data.as_data(Y, mask, False)
+
+    def run(key):
+        state = gibbs.init(key, data, hp, Z=jnp.zeros((n, 1)))
+        return jax.lax.scan(lambda s, _: (gibbs.step(s, data, hp), s.Z.sum(0) > 0), state, None, length=1500)[1]
+
+    k_plus = np.asarray(jax.jit(jax.vmap(run))(jax.random.split(jax.random.key(0), 3)).sum(-1))[:, 200:].ravel()
+    h_n = float(ibp.harmonic(n))
+    sd = math.sqrt(h_n + h_n**2)  # negative binomial: Poisson(alpha H_N), alpha ~ Gamma(1, 1)
+    assert abs(k_plus.mean() - h_n) < 4 * sd / math.sqrt(len(k_plus) / 10)
+
+
+@pytest.mark.parametrize("Y,mask,hp,match", [
+    (np.full((4, 4), 2), None, lfrm.Hyperparams(), "0 or 1"),
+    (np.zeros((4, 5)), None, lfrm.Hyperparams(), r"\(N, N\)"),
+    (np.zeros((2, 4, 4)), np.ones((3, 4, 4), bool), lfrm.Hyperparams(), "mask has shape"),
+    (np.zeros((4, 4)), np.zeros((4, 4), bool), lfrm.Hyperparams(), "no observed"),
+    (np.zeros((4, 4)), None, lfrm.Hyperparams(k_max=0), "k_max"),
+    (np.zeros((4, 4)), None, lfrm.Hyperparams(alpha_prior=(-1.0, 1.0)), "alpha_prior"),
+    (np.zeros((4, 4)), None, lfrm.Hyperparams(link="cauchit"), "link"),
+    (np.triu(np.ones((4, 4)), 1), None, lfrm.Hyperparams(symmetric=True), "symmetric"),
+])
+def test_bad_input(Y, mask, hp, match):
+    with pytest.raises(ValueError, match=match):
+        lfrm.sample_posterior(jax.random.key(0), Y, mask, hp, num_warmup=1, num_samples=1)
+
+
+@pytest.mark.filterwarnings("ignore:some draws use all")
+def test_separate_relations_equal_one_relation_runs():
+    """The "single" setting runs every relation's chains in one call; relation r's chain
+    c is exactly chain (r, c) of a one-relation run with the same chain keys."""
+    Y, _, train, _ = _planted(3, n=12, k=2, r=2)
+    hp = lfrm.Hyperparams(k_max=4)
+    key = jax.random.key(5)
+    sep = lfrm.sample_posterior(key, Y, train, hp, num_warmup=2, num_samples=3, num_chains=2, separate_relations=True)
+    assert sep["Z"].shape == (2, 2, 3, 12, 4) and sep["W"].shape == (2, 2, 3, 1, 4, 4)
+    one = lfrm.sample_posterior(key, Y[1:], train[1:], hp, num_warmup=2, num_samples=3, num_chains=4)
+    np.testing.assert_array_equal(sep["Z"][1], one["Z"][2:])  # relation 1's chains are chains 2 and 3
+    np.testing.assert_allclose(sep["W"][1], one["W"][2:])
+    prob = np.asarray(lfrm.predict_proba(sep, hp))
+    want = np.concatenate([lfrm.predict_proba({k: v[r] for k, v in sep.items()}, hp) for r in range(2)])
+    np.testing.assert_allclose(prob, want)
+
+
+def test_hmc_mass_of_the_regression_terms_is_the_fisher_diagonal():
+    """The mass from the transposed offset map equals sum over cells of v (d eta / d theta)^2
+    from the Jacobian."""
+    rng = np.random.default_rng(6)
+    for symmetric in (False, True):
+        Y, mask, Z, W, reg, cov = _problem(rng)
+        hp = lfrm.Hyperparams(k_max=5, symmetric=symmetric, offsets=True, coefficient_scale=2.0, offset_scale=0.5)
+        jreg, jcov = _jax_terms(reg, cov, symmetric)
+        data = relational_data.as_data(Y.astype(np.int8), mask, symmetric, jcov)
+        _, got = gibbs._mass(jnp.asarray(Z), jreg, 1.0, data, hp)
+        rate = Y.sum((1, 2), where=np.asarray(data.mask)) / np.asarray(data.mask).sum((1, 2))
+        v = rate * (1 - rate)
+        jac = jax.jacfwd(lambda r: model.offset(r, data.covariates, symmetric))(jreg)
+        scales = {"c": hp.bias_scale, "beta": 2.0, "beta_p": 2.0, "beta_c": 2.0, "a": 0.5, "b": 0.5}
+        for name in model.REGRESSION_TERMS:
+            J = np.asarray(getattr(jac, name))  # (R, N, N) + shape of the term
+            weights = (v[:, None, None] * np.asarray(data.mask)).reshape(J.shape[:3] + (1,) * (J.ndim - 3))
+            want = np.sum(weights * J**2, axis=(0, 1, 2)) + 1 / scales[name] ** 2
+            np.testing.assert_allclose(getattr(got, name), want, rtol=1e-10, err_msg=name)
+
+
+@pytest.mark.filterwarnings("ignore:some draws use all")
+def test_covariate_coefficients_are_recovered():
+    """No latent structure, one pair and one sender covariate with known coefficients:
+    the posterior means are within four posterior standard deviations of the truth."""
+    rng = np.random.default_rng(7)
+    n = 40
+    cov = {"pair": rng.normal(size=(n, n)), "sender": rng.normal(size=(n, 1))}
+    eta = 1.5 * cov["pair"] - 1.0 * cov["sender"] - 0.5
+    Y = (rng.random((n, n)) < expit(eta)).astype(np.int8)
+    hp = lfrm.Hyperparams(k_max=4)
+    s = lfrm.sample_posterior(jax.random.key(1), Y, None, hp, num_warmup=100, num_samples=200, covariates=cov)
+    for name, truth in (("beta", 1.5), ("beta_p", -1.0), ("c", -0.5)):
+        draws = np.asarray(s[name]).ravel()
+        assert abs(draws.mean() - truth) < 4 * draws.std() + 0.05, name
+    prob = np.asarray(lfrm.predict_proba(s, hp, cov))
+    off = ~np.eye(n, dtype=bool)
+    assert roc_auc_score(Y[off], prob[0][off]) > 0.95 * roc_auc_score(Y[off], expit(eta)[off])
+
+
+def _batch_se(x, batches=10):
+    """Monte Carlo standard error of the mean of (chain, draw) draws by batch means."""
+    chains, draws = x.shape
+    means = x[:, : draws - draws % batches].reshape(chains, batches, -1).mean(-1)
+    return means.std(ddof=1) / math.sqrt(means.size)
+
+
+def test_successive_conditional_simulation_recovers_the_prior(link="logistic"):
+    """Geweke's "getting it right" test of the whole sampler: alternate one sweep given Y
+    with a fresh Y drawn from the likelihood given the state. The chain then samples the
+    prior, so K+, alpha, the bias and the weight precision must have their prior moments
+    (E K+ = E[alpha] H_N for the IBP). (The probit link's conditionals are checked against
+    brute force above; it shares every other step.)"""
+    n, k_max, steps = 5, 14, 2500
+    hp = lfrm.Hyperparams(k_max=k_max, link=link, hmc_steps=4, alpha_prior=(2.0, 2.0), sigma_w_prior=(3.0, 3.0), bias_scale=1.0)
+    mask = jnp.asarray(~np.eye(n, dtype=bool))[None]
+    data = relational_data.as_data(np.zeros((1, n, n), np.int8), mask, False)
+
+    def transition(carry, key):
+        state, d = carry
+        state = gibbs.step(state, d, hp)  # the sweep's own key lives in the state
+        eta = model.logits(state.Z, state.W, state.reg, d.covariates, False)
+        Y = jax.random.bernoulli(key, model.link_prob(eta, link)).astype(d.Y.dtype)
+        stats = (jnp.sum(state.Z.sum(0) > 0).astype(float), state.alpha, state.reg.c[0], 1 / state.sigma_w**2)
+        return (state, relational_data.Data(jnp.where(mask, Y, 0.0), mask, d.covariates)), stats
+
+    def chain(key):
+        k_init, k_run = jax.random.split(key)
+        state = gibbs.init(k_init, data, hp, Z=jnp.zeros((n, 1)))
+        return jax.lax.scan(transition, (state, data), jax.random.split(k_run, steps))[1]
+
+    k_plus, alpha, c, precision = (np.asarray(a)[:, 300:] for a in jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(0), 8)))
+    prior_means = {"K+": (k_plus, float(ibp.harmonic(n))), "alpha": (alpha, 1.0), "c": (c, 0.0), "c^2": (c**2, 1.0),
+                   "1/sigma_w^2": (precision, 1.0)}
+    for name, (x, want) in prior_means.items():
+        assert abs(x.mean() - want) < 4 * _batch_se(x) + 0.02, (name, x.mean(), want, _batch_se(x))

@@ -1,0 +1,142 @@
+"""ROBPCA: orthogonal and scale equivariance, closeness to classical PCA without outliers,
+planted outliers of each kind recovered by the outlier map, exact-fit directions, the
+paper's data sets against rrcov's flagged points, the choice of k, jit/vmap, bad input."""
+
+import jax
+import numpy as np
+import pytest
+from scipy.stats import median_abs_deviation
+
+from bayeskit.datasets import load_robpca
+from bayeskit.estimators import ROBPCA
+from bayeskit.robust import robpca
+
+
+def _planted(n=200, p=10, seed=0):
+    """A k = 2 subspace with small noise, and 10 points of each outlier kind: indices of
+    good leverage, orthogonal outliers and bad leverage."""
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.normal(size=(p, 2)))[0]
+    X = rng.normal(size=(n, 2)) * [3.0, 1.5] @ basis.T + 0.1 * rng.normal(size=(n, p)) + 5.0
+    normal = np.linalg.qr(np.c_[basis, rng.normal(size=(p, 1))])[0][:, 2]  # orthogonal to the subspace
+    good, orth, bad = np.arange(10), np.arange(10, 20), np.arange(20, 30)
+    X[good] += 25 * basis[:, 0]
+    X[orth] += 4 * normal
+    X[bad] += 25 * basis[:, 0] + 4 * normal
+    return X, basis, good, orth, bad
+
+
+def _projector(components):
+    return components @ components.T
+
+
+def test_orthogonal_and_scale_equivariance():
+    X, *_ = _planted(n=80, p=6, seed=1)
+    rng = np.random.default_rng(2)
+    Q, b = np.linalg.qr(rng.normal(size=(6, 6)))[0], rng.normal(size=6)
+    r1 = robpca.fit(jax.random.key(0), X, 2, use_mcd=False)
+    r2 = robpca.fit(jax.random.key(0), X @ Q + b, 2, use_mcd=False)
+    r3 = robpca.fit(jax.random.key(0), 3.0 * X, 2, use_mcd=False)
+    np.testing.assert_allclose(r2.center, np.asarray(r1.center) @ Q + b, atol=1e-8)
+    np.testing.assert_allclose(_projector(np.asarray(r2.components)),
+                               Q.T @ _projector(np.asarray(r1.components)) @ Q, atol=1e-8)
+    np.testing.assert_allclose(r2.eigenvalues, r1.eigenvalues, rtol=1e-8)
+    np.testing.assert_allclose(r3.eigenvalues, 9 * np.asarray(r1.eigenvalues), rtol=1e-8)
+    np.testing.assert_array_equal(r1.labels, r2.labels)
+
+
+def test_close_to_classical_pca_without_outliers():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 5)) * [4.0, 2.5, 1.5, 0.7, 0.3]
+    for use_mcd in (True, False):
+        r = robpca.fit(jax.random.key(1), X, 2, use_mcd=use_mcd)
+        values, vectors = np.linalg.eigh(np.cov(X.T))
+        classical = vectors[:, ::-1][:, :2]
+        cosines = np.linalg.svd(classical.T @ np.asarray(r.components), compute_uv=False)
+        assert cosines.min() > 0.99
+        np.testing.assert_allclose(r.eigenvalues, values[::-1][:2], rtol=0.15)
+        labels = np.asarray(r.labels)
+        assert np.mean(labels % 2 == 1) < 0.06  # SD flags: 2.5% expected at the normal
+        assert np.mean(labels >= 2) < 0.12  # OD flags: the cutoff (4) is calibrated on the MCD half of a skewed OD^(2/3)
+
+
+@pytest.mark.parametrize("use_mcd", [True, False])
+def test_planted_outliers_are_labelled_by_kind(use_mcd):
+    X, basis, good, orth, bad = _planted()
+    est = ROBPCA(n_components=2, use_mcd=use_mcd, random_state=0).fit(X)
+    high_sd = est.score_distances_ > est.sd_cutoff_
+    high_od = est.orthogonal_distances_ > est.od_cutoff_
+    assert np.all(high_sd[good]) and np.all(high_od[orth]) and np.all(high_sd[bad] & high_od[bad])
+    # the cutoffs pass about 95% of the regular points, and the outliers of one kind as often
+    assert np.mean(est.labels_[good] == "good_leverage") >= 0.8 and np.mean(est.labels_[orth] == "orthogonal") >= 0.8
+    assert np.mean(est.labels_[30:] == "regular") > 0.85
+    cosines = np.linalg.svd(basis.T @ est.components_, compute_uv=False)
+    assert cosines.min() > 0.999  # the outliers do not tilt the subspace
+    np.testing.assert_allclose(est.transform(X), est.scores_, atol=1e-8)
+
+
+def test_exact_fit_directions_reduce_the_dimension():
+    """25 of 30 points on the plane x3 = 0, and a pair of points differing in x3 only: that
+    direction has s_MCD = 0, the data are projected onto the plane, and the plane is found."""
+    rng = np.random.default_rng(4)
+    X = np.c_[rng.normal(size=(30, 2)) * [3.0, 1.0], np.zeros(30)]
+    X[25:, 2] = rng.uniform(3, 6, 5)
+    X[25, :2] = X[0, :2]
+    r = robpca.fit(jax.random.key(0), X, 2, use_mcd=False)
+    assert int(r.n_reductions) >= 1
+    np.testing.assert_allclose(np.abs(np.asarray(r.components)[2]), 0, atol=1e-8)
+    assert np.all(np.asarray(r.labels)[25:] >= 2)  # the off-plane points have a large orthogonal distance
+
+
+def test_octane_and_cars_flag_rrcovs_outliers():
+    """rrcov 1.7-2's PcaHubert flags octane samples 25, 26, 36-39 as bad leverage (k = 2), and
+    on the mad-scaled car data (k = 2) the sports cars and vans 25 30 32 34 36 102 106 107 111."""
+    X = load_robpca("octane")["X"]
+    est = ROBPCA(n_components=2, random_state=0).fit(X)
+    assert set(np.nonzero(est.labels_ == "bad_leverage")[0] + 1) == {25, 26, 36, 37, 38, 39}
+    C = load_robpca("cars")["X"]
+    C = (C - np.median(C, 0)) / median_abs_deviation(C, 0, scale="normal")
+    est = ROBPCA(n_components=2, random_state=0).fit(C)
+    assert {25, 30, 32, 34, 36, 102, 106, 107, 111} <= set(np.nonzero(est.labels_ == "bad_leverage")[0] + 1)
+
+
+def test_glass_flags_the_other_detector_settings():
+    """Rows 57-63, 74-76 and 143-180 (other detector settings) have large score distances."""
+    est = ROBPCA(n_components=3, random_state=0).fit(load_robpca("glass")["X"])
+    high_sd = set(np.nonzero(est.score_distances_ > est.sd_cutoff_)[0] + 1)
+    assert set(range(143, 181)) <= high_sd and len({57, 58, 59, 60, 61, 62, 63, 74, 75, 76} & high_sd) >= 8
+
+
+def test_choice_of_k_as_rrcov():
+    assert robpca.choose_k(np.array([10.0, 5.0, 1.0, 0.5, 0.001]), 10, 5) == 2  # 83% after two
+    assert robpca.choose_k(np.array([10.0, 9.0, 8.0, 7.0, 1e-3]), 10, 5) == 4  # the ratio test stops at 1e-3
+    assert robpca.choose_k(np.array([10.0, 9.0, 8.0, 7.0, 6.0]), 3, 5) == 3  # k_max
+    X, *_ = _planted(seed=5)
+    assert ROBPCA(random_state=0).fit(X).n_components_ == 2
+
+
+def test_full_rank_k_has_no_orthogonal_outliers():
+    X, *_ = _planted(n=60, p=3, seed=6)
+    r = robpca.fit(jax.random.key(0), X, 3)
+    assert float(np.max(r.orthogonal_distances)) == 0 and not np.any(np.asarray(r.labels) >= 2)
+
+
+def test_jit_and_vmap_over_keys():
+    X, *_ = _planted(n=60, p=8, seed=7)
+    fit = jax.jit(lambda key: robpca.fit(key, X, 2, n_starts=50))
+    keys = jax.random.split(jax.random.key(0), 3)
+    batched = jax.vmap(fit)(keys)
+    np.testing.assert_allclose(batched.eigenvalues[2], fit(keys[2]).eigenvalues, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kwargs, X, match", [
+    (dict(n_components=4), np.random.default_rng(0).normal(size=(20, 3)), "n_components"),
+    (dict(alpha=0.4), np.random.default_rng(0).normal(size=(20, 3)), "alpha"),
+    (dict(alpha=1.2), np.random.default_rng(0).normal(size=(20, 3)), "alpha"),
+    (dict(), np.ones((1, 3)), "at least 2"),
+    (dict(), np.array([[1.0, np.inf], [0.0, 1.0], [2.0, 2.0]]), "non-finite"),
+    (dict(), np.ones((5, 3)), "no spread"),
+])
+def test_bad_input(kwargs, X, match):
+    with pytest.raises(ValueError, match=match):
+        ROBPCA(**kwargs).fit(X)
