@@ -1,1 +1,2 @@
-"""Shared machinery that knows no model: fit results and the fit driver, the loop, special functions, linear algebra, validation, chunks, sweeps, MCMC glue and safe save/load."""
+"""Shared machinery that knows no model: fit results and the fit driver, the loop, special
+functions, linear algebra, validation, chunks, sweeps, MCMC glue and safe save/load."""
