@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from bayeskit.core import metrics as bm
+from bayeskit.multilabel import metrics as bm
 
 # hamming_loss is jnp.mean of a bool array, which JAX computes in float32 even with x64
 # enabled (the other metrics come out in float64): compare it at float32 resolution.
