@@ -1,78 +1,629 @@
-"""Save and load fitted results: leaves with ``eqx.tree_serialise_leaves``, the
-hyperparameters, shapes and version as JSON beside them.
+"""Safe save and load: a tree of arrays, keys, scalars, strings, containers and
+allow-listed classes to one zip file of ``.npy`` arrays and a versioned JSON header, and
+back. No pickle anywhere: arrays are read with ``allow_pickle=False`` and the only code
+that loading runs is the construction of classes found in the allow-list that the caller
+passes in (``{"stable.name": class}``); a name in the file is looked up in that mapping
+and nowhere else, so nothing is imported or resolved by a name read from the file.
 
-A model module that supports saving provides ``result_like(hparams, shapes)``, which
-returns a pytree of the same structure (``jax.eval_shape`` of its fit) for loading.
+This module knows no model: :mod:`bayeskit.persistence` builds bayeskit's allow-list and
+offers ``bayeskit.save`` / ``bayeskit.load`` on top of :func:`save` and :func:`load`.
+
+The file
+--------
+A zip archive (``np.load`` can open it too) holding ``bayeskit.json`` and one
+``arrays/<i>.npy`` per array. The header is a JSON object::
+
+    {"format": "bayeskit", "format_version": 1, "bayeskit_version": "0.1.0",
+     "versions": {"jax": ..., "numpy": ..., "equinox": ...},
+     "object": "bayeskit.estimators.GraphicalLasso",   # what the file holds
+     "tree": <node>, "hparams": <node>,                # "hparams" only when given
+     "arrays": [{"dtype": "<f8", "shape": [4, 4]}, ...]}
+
+A node is a JSON ``null``, boolean, integer, string or finite number standing for
+itself, or an object with a ``"kind"``:
+
+- ``float`` (``bits``: the IEEE bits of a non-finite Python float, hex),
+- ``tuple`` / ``list`` (``items``), ``dict`` (``items``: ``[key, value]`` pairs),
+- ``array`` (``index`` into ``arrays``, ``lib``: ``"numpy"`` or ``"jax"``, ``weak``:
+  JAX's weak type), ``scalar`` (a NumPy scalar, stored as a 0-d array),
+  ``object_array`` (a NumPy object array of strings or other JSON scalars, in the
+  header), ``dtype`` (a NumPy dtype), ``key`` (a typed JAX PRNG key: ``impl`` and the
+  ``data`` array), ``random_state`` (a NumPy ``RandomState``'s state),
+- ``module`` (an ``eqx.Module``: ``class`` and ``fields``), ``enum`` (an
+  ``eqx.Enumeration`` item: ``class`` and ``value``), ``namedtuple`` (``class`` and
+  ``items``), ``estimator`` (an object with ``get_params``: ``class``, the
+  constructor's ``params`` and the other instance ``attributes``).
+
+Everything is encoded in memory before the file is written (to a temporary name in the
+same folder, then renamed), so an object that cannot be saved raises ``TypeError``
+and leaves nothing on disk. A file that is truncated, corrupted, foreign or names a
+class outside the allow-list raises ``ValueError`` naming the file and the bad part.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
+import inspect
+import io
 import json
+import math
+import os
+import secrets
+import struct
+import zipfile
+import zlib
+from collections.abc import Mapping
 from pathlib import Path
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-FORMAT = 1
+FORMAT = "bayeskit"
+FORMAT_VERSION = 1
+HEADER = "bayeskit.json"
+ARRAY_KINDS = "biufcUS"  # numeric, bool and fixed-width string dtypes: no objects, no records
+KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+_LITERALS = (type(None), bool, int, str)
 
 
-def zeros_like_fit(fit, shapes: dict):
-    """Zeros with the structure of ``fit(key, X, Y)``'s result for data of the given
-    ``shapes`` (``n_samples``, ``n_features``, ``n_labels``, ``dtype``): a template for
-    :func:`load`, traced with ``jax.eval_shape`` and never run."""
-    import jax.numpy as jnp
-
-    dtype = jnp.dtype(shapes["dtype"])
-    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
-    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
-    like = jax.eval_shape(fit, jax.random.key(0), X, Y)
-    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+class _Probe(eqx.Enumeration):
+    probe = ""
 
 
-def _to_json(value):
-    if isinstance(value, eqx.Module):
-        return {f.name: _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if value is None or isinstance(value, (bool, int, float, str)):
+_ENUM_ITEM = type(_Probe.probe)  # equinox's EnumerationItem, without a private import
+_ENUM_META = type(_Probe)
+
+
+def _array_name(i: int) -> str:
+    return f"arrays/{i}.npy"
+
+
+def class_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _is_namedtuple_class(cls) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple)
+
+
+def _is_estimator_class(cls) -> bool:
+    return isinstance(cls, type) and callable(getattr(cls, "get_params", None)) and not issubclass(cls, eqx.Module)
+
+
+def _constructor_params(cls) -> set[str]:
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {p.name for p in inspect.signature(cls).parameters.values() if p.kind in kinds}
+
+
+def _attribute_name_ok(cls: type, name) -> bool:
+    """Fitted state: an identifier, not a dunder, and not the name of anything the class
+    defines (so loaded data never shadows a method or property)."""
+    return (isinstance(name, str) and name.isidentifier() and not name.startswith("__")
+            and not any(name in vars(c) for c in cls.__mro__))
+
+
+# ----------------------------------------------------------------------------- encoding
+
+
+class _Encoder:
+    """Python tree -> (JSON node, .npy blobs). Raises ``TypeError`` naming the path of
+    anything it cannot store safely."""
+
+    def __init__(self, classes: Mapping[str, type]):
+        self.names = {cls: name for name, cls in classes.items()}
+        self.table: list[dict] = []
+        self.blobs: list[bytes] = []
+        self._memo: dict[int, int] = {}
+        self._alive: list = []  # keeps memoised objects alive so their ids stay unique
+
+    def unsupported(self, where: str, value, why: str = "") -> TypeError:
+        what = f"a {class_name(type(value))}"
+        return TypeError(f"cannot save {where}: {what} {why or 'is not a type bayeskit can store safely'}.")
+
+    def encode(self, v, where: str):
+        if type(v) in _LITERALS:
+            return v
+        if type(v) is float:
+            return v if math.isfinite(v) else {"kind": "float", "bits": struct.pack(">d", v).hex()}
+        for test, method in self._dispatch:
+            if test(v):
+                return method(self, v, where)
+        raise self.unsupported(where, v, "is not a type bayeskit can store safely (functions, optimisers and "
+                                         "arbitrary objects cannot be saved)")
+
+    def _store(self, v, where: str) -> int:
+        """Index of ``v``'s array in the file (one entry per distinct object)."""
+        if id(v) in self._memo:
+            return self._memo[id(v)]
+        host = np.asarray(v)
+        if host.dtype.kind not in ARRAY_KINDS:
+            raise self.unsupported(where, v, f"has dtype {host.dtype}, which cannot be stored without pickle")
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, host, allow_pickle=False)
+        self.blobs.append(buffer.getvalue())
+        self.table.append({"dtype": np.lib.format.dtype_to_descr(host.dtype), "shape": list(host.shape)})
+        self._memo[id(v)] = len(self.table) - 1
+        self._alive.append(v)
+        return len(self.table) - 1
+
+    def _jax(self, v, where):
+        if isinstance(v, jax.core.Tracer):
+            raise self.unsupported(where, v, "is traced: save outside jit/vmap")
+        if jax.dtypes.issubdtype(v.dtype, jax.dtypes.prng_key):
+            impl = str(jax.random.key_impl(v))
+            if impl not in KEY_IMPLS:
+                raise self.unsupported(where, v, f"is a key of the PRNG implementation {impl!r}; known: {KEY_IMPLS}")
+            return {"kind": "key", "impl": impl, "data": self._numpy(np.asarray(jax.random.key_data(v)), where)}
+        node = {"kind": "array", "lib": "jax", "index": self._store(v, where)}
+        if v.weak_type:
+            node["weak"] = True
+        return node
+
+    def _numpy(self, v, where):
+        if v.dtype == object:
+            items = v.ravel().tolist()
+            if not all(type(x) in _LITERALS or (type(x) is float and math.isfinite(x)) for x in items):
+                raise self.unsupported(where, v, "of dtype object holds values other than strings, numbers, "
+                                                 "booleans and None")
+            return {"kind": "object_array", "shape": list(v.shape), "items": items}
+        return {"kind": "array", "lib": "numpy", "index": self._store(v, where)}
+
+    def _scalar(self, v, where):
+        return {"kind": "scalar", "index": self._store(np.asarray(v), where)}
+
+    def _dtype(self, v, where):
+        if v.kind not in ARRAY_KINDS:
+            raise self.unsupported(where, v, f"{v} cannot be stored")
+        return {"kind": "dtype", "descr": np.lib.format.dtype_to_descr(v)}
+
+    def _random_state(self, v, where):
+        name, keys, pos, has_gauss, cached = v.get_state(legacy=True)
+        return {"kind": "random_state", "keys": self._numpy(np.asarray(keys), where), "pos": int(pos),
+                "has_gauss": int(has_gauss), "cached_gaussian": self.encode(float(cached), where)}
+
+    def _allowed(self, v, where) -> str:
+        name = self.names.get(type(v))
+        if name is None:
+            raise self.unsupported(where, v, "is not one of the classes bayeskit may load (its allow-list)")
+        return name
+
+    def _enum(self, v, where):
+        name = self.names.get(v._enumeration)
+        if name is None:
+            raise self.unsupported(where, v, f"is an item of {class_name(v._enumeration)}, which is not on the allow-list")
+        return {"kind": "enum", "class": name, "value": self.encode(v._value, f"{where}._value")}
+
+    def _module(self, v, where):
+        name = self._allowed(v, where)
+        fields = {f.name: self.encode(getattr(v, f.name), f"{where}.{f.name}") for f in dataclasses.fields(v)}
+        return {"kind": "module", "class": name, "fields": fields}
+
+    def _namedtuple(self, v, where):
+        name = self._allowed(v, where)
+        return {"kind": "namedtuple", "class": name,
+                "items": [self.encode(x, f"{where}.{f}") for f, x in zip(type(v)._fields, v)]}
+
+    def _sequence(self, v, where):
+        return {"kind": type(v).__name__, "items": [self.encode(x, f"{where}[{i}]") for i, x in enumerate(v)]}
+
+    def _dict(self, v, where):
+        items = []
+        for k, x in v.items():
+            if not _hashable_literal(k):
+                raise self.unsupported(f"{where} key {k!r}", k, "is not a string, number, boolean, None or tuple of them")
+            items.append([self.encode(k, where), self.encode(x, f"{where}[{k!r}]")])
+        return {"kind": "dict", "items": items}
+
+    def _estimator(self, v, where):
+        name = self._allowed(v, where)
+        params = v.get_params(deep=False)
+        state = {k: x for k, x in vars(v).items() if k not in params}
+        for k in state:
+            if not _attribute_name_ok(type(v), k):
+                raise TypeError(f"cannot save {where}: its attribute {k!r} could not be restored (fitted state must be "
+                                "an identifier, not a dunder, and not a name its class defines).")
+        return {"kind": "estimator", "class": name,
+                "params": {k: self.encode(x, f"{where}.params[{k!r}]") for k, x in params.items()},
+                "attributes": {k: self.encode(x, f"{where}.{k}") for k, x in state.items()}}
+
+    _dispatch = (
+        (lambda v: isinstance(v, jax.Array), _jax),
+        (lambda v: type(v) is np.ndarray, _numpy),
+        (lambda v: isinstance(v, np.generic), _scalar),
+        (lambda v: isinstance(v, np.dtype), _dtype),
+        (lambda v: type(v) is np.random.RandomState, _random_state),
+        (lambda v: isinstance(v, _ENUM_ITEM), _enum),
+        (lambda v: isinstance(v, eqx.Module), _module),
+        (lambda v: _is_namedtuple_class(type(v)), _namedtuple),
+        (lambda v: type(v) in (tuple, list), _sequence),
+        (lambda v: type(v) is dict, _dict),
+        (lambda v: _is_estimator_class(type(v)), _estimator),
+    )
+
+
+def _hashable_literal(k) -> bool:
+    if type(k) is tuple:
+        return all(_hashable_literal(x) for x in k)
+    return type(k) in (*_LITERALS, float)
+
+
+# ----------------------------------------------------------------------------- decoding
+
+
+class _Decoder:
+    """JSON node + arrays -> Python tree. Every class comes from ``classes``; anything
+    unexpected raises ``ValueError`` naming the file and the node."""
+
+    def __init__(self, source: Path, classes: Mapping[str, type], arrays: list[np.ndarray]):
+        self.source, self.classes, self.arrays = source, classes, arrays
+        self._cache: dict[tuple, object] = {}
+
+    def bad(self, where: str, problem: str) -> ValueError:
+        return _bad(self.source, where, problem)
+
+    def decode(self, node, where: str):
+        if type(node) in _LITERALS or type(node) is float:
+            return node
+        if type(node) is not dict:
+            raise self.bad(where, f"expected a value, found a JSON {type(node).__name__}")
+        kind = node.get("kind")
+        handler = self._handlers.get(kind) if isinstance(kind, str) else None
+        if handler is None:
+            raise self.bad(where, f"unknown kind {kind!r}")
+        keys, method = handler
+        if set(node) != {"kind", *keys} and not (kind == "array" and set(node) == {"kind", *keys, "weak"}):
+            raise self.bad(where, f"a {kind!r} node needs the entries {sorted(keys)}, found {sorted(set(node) - {'kind'})}")
+        return method(self, node, where)
+
+    def get(self, node, name, types, where):
+        value = node[name]
+        if type(value) not in (types if isinstance(types, tuple) else (types,)):
+            raise self.bad(where, f"{name!r} should be {types}, found {type(value).__name__}")
         return value
-    return np.asarray(value).tolist()
 
+    def resolve(self, node, where, check, what) -> type:
+        name = self.get(node, "class", str, where)
+        cls = self.classes.get(name)  # the only place a class is found: the allow-list
+        if cls is None:
+            raise self.bad(where, f"names the class {name!r}, which is not one of the classes bayeskit may load")
+        if not check(cls):
+            raise self.bad(where, f"{name!r} is not {what}")
+        return cls
 
-def save(path, result, hparams, *, shapes: dict | None = None) -> Path:
-    """Write ``result`` (a ``FitResult``) and ``hparams`` to the folder ``path``.
+    def array(self, node, where):
+        index = self.get(node, "index", int, where)
+        if not 0 <= index < len(self.arrays):
+            raise self.bad(where, f"array index {index} is outside the {len(self.arrays)} arrays of the file")
+        return self.arrays[index]
 
-    ``shapes`` (sizes the model's ``result_like`` needs) defaults to what the model's
-    ``result_shapes(result)`` reads off the result.
-    """
-    from bayeskit import __version__
+    def _float(self, node, where):
+        bits = self.get(node, "bits", str, where)
+        try:
+            return struct.unpack(">d", bytes.fromhex(bits))[0]
+        except (ValueError, struct.error) as e:
+            raise self.bad(where, f"bad float bits {bits!r}") from e
 
-    module_name = type(hparams).__module__
-    module = importlib.import_module(module_name)
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    eqx.tree_serialise_leaves(path / "result.eqx", result)
-    meta = {
-        "format": FORMAT,
-        "bayeskit_version": __version__,
-        "model": module_name,
-        "hparams_class": type(hparams).__name__,
-        "hparams": _to_json(hparams),
-        "shapes": shapes if shapes is not None else module.result_shapes(result),
+    def _items(self, node, where):
+        return [self.decode(x, f"{where}[{i}]") for i, x in enumerate(self.get(node, "items", list, where))]
+
+    def _tuple(self, node, where):
+        return tuple(self._items(node, where))
+
+    def _dict(self, node, where):
+        out = {}
+        for i, pair in enumerate(self.get(node, "items", list, where)):
+            if type(pair) is not list or len(pair) != 2:
+                raise self.bad(f"{where}[{i}]", "a dict item must be a [key, value] pair")
+            key = self.decode(pair[0], f"{where}[{i}] key")
+            if not _hashable_literal(key):
+                raise self.bad(f"{where}[{i}]", f"a {type(key).__name__} cannot be a dict key")
+            out[key] = self.decode(pair[1], f"{where}[{key!r}]")
+        return out
+
+    def _array(self, node, where):
+        lib, weak = self.get(node, "lib", str, where), node.get("weak", False)
+        if lib not in ("numpy", "jax") or type(weak) is not bool:
+            raise self.bad(where, f"unknown array library {lib!r} or weak flag {weak!r}")
+        index = self.get(node, "index", int, where)
+        cache = (index, lib, weak)
+        if cache not in self._cache:  # one object per stored array, as when it was saved
+            self._cache[cache] = self._make_array(self.array(node, where), lib, weak, where)
+        return self._cache[cache]
+
+    def _make_array(self, host: np.ndarray, lib: str, weak: bool, where: str):
+        if lib == "numpy":
+            return host
+        if host.dtype.kind not in "biufc":
+            raise self.bad(where, f"a JAX array cannot have dtype {host.dtype}")
+        if jax.dtypes.canonicalize_dtype(host.dtype) != host.dtype:
+            raise self.bad(where, f"holds a {host.dtype} JAX array; enable jax_enable_x64 before loading it")
+        x = jnp.asarray(host)
+        return _weak(x) if weak else x
+
+    def _scalar(self, node, where):
+        host = self.array(node, where)
+        if host.ndim:
+            raise self.bad(where, f"a scalar needs a 0-d array, found shape {host.shape}")
+        return host[()]
+
+    def _object_array(self, node, where):
+        shape, items = self.get(node, "shape", list, where), self.get(node, "items", list, where)
+        if not all(type(n) is int and n >= 0 for n in shape) or math.prod(shape) != len(items):
+            raise self.bad(where, f"shape {shape} does not fit {len(items)} items")
+        if not all(type(x) in (*_LITERALS, float) for x in items):
+            raise self.bad(where, "an object array holds only strings, numbers, booleans and None")
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out.reshape(shape)
+
+    def _dtype(self, node, where):
+        descr = self.get(node, "descr", str, where)
+        try:
+            dtype = np.lib.format.descr_to_dtype(descr)
+        except (TypeError, ValueError) as e:
+            raise self.bad(where, f"bad dtype {descr!r}") from e
+        if dtype.kind not in ARRAY_KINDS:
+            raise self.bad(where, f"dtype {descr!r} is not allowed")
+        return dtype
+
+    def _key(self, node, where):
+        impl, data = self.get(node, "impl", str, where), self.decode(self.get(node, "data", dict, where), f"{where}.data")
+        if impl not in KEY_IMPLS or type(data) is not np.ndarray or data.dtype != np.uint32:
+            raise self.bad(where, f"a key needs a known implementation {KEY_IMPLS} and uint32 data")
+        try:
+            return jax.random.wrap_key_data(data, impl=impl)
+        except (TypeError, ValueError, IndexError) as e:
+            raise self.bad(where, f"key data of shape {data.shape} do not fit {impl}: {e}") from e
+
+    def _random_state(self, node, where):
+        keys = self.decode(self.get(node, "keys", dict, where), f"{where}.keys")
+        pos, has_gauss = self.get(node, "pos", int, where), self.get(node, "has_gauss", int, where)
+        cached = self.decode(node["cached_gaussian"], f"{where}.cached_gaussian")
+        if type(keys) is not np.ndarray or keys.dtype != np.uint32 or keys.shape != (624,) or type(cached) is not float:
+            raise self.bad(where, "a RandomState needs 624 uint32 keys and a float")
+        state = np.random.RandomState()
+        try:
+            state.set_state(("MT19937", keys, pos, has_gauss, cached))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise self.bad(where, f"bad RandomState: {e}") from e
+        return state
+
+    def _enum(self, node, where):
+        cls = self.resolve(node, where, lambda c: isinstance(c, _ENUM_META), "an enumeration")
+        value = self.decode(node["value"], f"{where}.value")
+        host = np.asarray(value) if isinstance(value, (np.ndarray, jax.Array)) else None
+        if host is None or host.dtype.kind not in "iu" or not np.all((host >= 0) & (host < len(cls))):
+            raise self.bad(where, f"an item of {cls.__qualname__} needs integers in [0, {len(cls)})")
+        item = object.__new__(_ENUM_ITEM)  # as equinox itself unflattens a Module
+        object.__setattr__(item, "_value", value)
+        object.__setattr__(item, "_enumeration", cls)
+        return item
+
+    def _module(self, node, where):
+        cls = self.resolve(node, where, lambda c: isinstance(c, type) and issubclass(c, eqx.Module)
+                           and not issubclass(c, _ENUM_ITEM), "an equinox Module")
+        fields = self.get(node, "fields", dict, where)
+        names = [f.name for f in dataclasses.fields(cls)]
+        if set(fields) != set(names):
+            raise self.bad(where, f"fields {sorted(fields)} do not match {cls.__qualname__}'s {sorted(names)}")
+        values = {name: self.decode(fields[name], f"{where}.{name}") for name in names}
+        module = object.__new__(cls)  # as equinox's own unflatten: no __init__, no checks
+        for name in names:
+            object.__setattr__(module, name, values[name])
+        return module
+
+    def _namedtuple(self, node, where):
+        cls = self.resolve(node, where, _is_namedtuple_class, "a named tuple")
+        items = self._items(node, where)
+        if len(items) != len(cls._fields):
+            raise self.bad(where, f"{cls.__qualname__} has {len(cls._fields)} fields, found {len(items)}")
+        return cls(*items)
+
+    def _estimator(self, node, where):
+        cls = self.resolve(node, where, _is_estimator_class, "an estimator")
+        params, attributes = self.get(node, "params", dict, where), self.get(node, "attributes", dict, where)
+        unknown = set(params) - _constructor_params(cls)
+        if unknown:
+            raise self.bad(where, f"{cls.__qualname__} takes no parameters {sorted(unknown)}")
+        bad_names = [k for k in attributes if k in params or not _attribute_name_ok(cls, k)]
+        if bad_names:
+            raise self.bad(where, f"attributes {bad_names} are not fitted state of {cls.__qualname__}")
+        kwargs = {k: self.decode(v, f"{where}.params[{k!r}]") for k, v in params.items()}
+        state = {k: self.decode(v, f"{where}.{k}") for k, v in attributes.items()}
+        try:
+            estimator = cls(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise self.bad(where, f"{cls.__qualname__}(**params) failed: {e}") from e
+        vars(estimator).update(state)
+        return estimator
+
+    _handlers = {
+        "float": (("bits",), _float),
+        "tuple": (("items",), _tuple),
+        "list": (("items",), _items),
+        "dict": (("items",), _dict),
+        "array": (("index", "lib"), _array),
+        "scalar": (("index",), _scalar),
+        "object_array": (("shape", "items"), _object_array),
+        "dtype": (("descr",), _dtype),
+        "key": (("impl", "data"), _key),
+        "random_state": (("keys", "pos", "has_gauss", "cached_gaussian"), _random_state),
+        "enum": (("class", "value"), _enum),
+        "module": (("class", "fields"), _module),
+        "namedtuple": (("class", "items"), _namedtuple),
+        "estimator": (("class", "params", "attributes"), _estimator),
     }
-    (path / "meta.json").write_text(json.dumps(meta, indent=2))
+
+
+def _weak(x: jax.Array) -> jax.Array:
+    """``x`` with JAX's weak type (as a Python scalar has), so it promotes as it did."""
+    try:
+        from jax._src.lax.lax import _convert_element_type
+    except ImportError:  # pragma: no cover - a JAX without it keeps the strong type
+        return x
+    return _convert_element_type(x, x.dtype, weak_type=True)
+
+
+# ------------------------------------------------------------------------------ the file
+
+
+def _bad(source, where: str, problem: str) -> ValueError:
+    return ValueError(f"{source}: bad bayeskit file: {where}: {problem}.")
+
+
+def _write(path: Path, header: bytes, blobs: list[bytes]) -> Path:
+    """Write the archive under a temporary name beside ``path``, then rename it over
+    ``path``: a reader never sees half a file, and a failure leaves none."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+                z.writestr(HEADER, header)
+                for i, blob in enumerate(blobs):
+                    z.writestr(_array_name(i), blob)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 
-def load(path):
-    """Read back ``(result, hparams)`` written by :func:`save`."""
+def _check_table(source, table) -> list[tuple[str, list[int]]]:
+    if type(table) is not list:
+        raise _bad(source, "header 'arrays'", "must be a list")
+    out = []
+    for i, entry in enumerate(table):
+        ok = (type(entry) is dict and set(entry) == {"dtype", "shape"} and type(entry["dtype"]) is str
+              and type(entry["shape"]) is list and all(type(n) is int and n >= 0 for n in entry["shape"]))
+        if not ok:
+            raise _bad(source, f"header 'arrays'[{i}]", f"needs a dtype string and a shape list, found {entry!r}")
+        out.append((entry["dtype"], entry["shape"]))
+    return out
+
+
+def _member(source, z: zipfile.ZipFile, name: str) -> bytes:
+    try:
+        return z.read(name)
+    except KeyError as e:
+        raise _bad(source, name, "missing") from e
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as e:
+        # RuntimeError, NotImplementedError: zipfile's "encrypted" and "unsupported feature"
+        raise _bad(source, name, f"cannot be read, the file is truncated or corrupted ({e})") from e
+
+
+def _read_header(source, z: zipfile.ZipFile) -> dict:
+    names = z.namelist()
+    if HEADER not in names:
+        raise _bad(source, HEADER, "missing: this is not a bayeskit file")
+    if len(set(names)) != len(names):
+        raise _bad(source, "archive", "members appear twice")
+    try:
+        header = json.loads(_member(source, z, HEADER).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise _bad(source, HEADER, f"not valid JSON ({e})") from e
+    if type(header) is not dict or header.get("format") != FORMAT:
+        raise _bad(source, HEADER, "not a bayeskit header (no \"format\": \"bayeskit\")")
+    version = header.get("format_version")
+    if type(version) is not int or version < 1:
+        raise _bad(source, "header 'format_version'", f"{version!r} is not a format version")
+    if version > FORMAT_VERSION:
+        raise _bad(source, "header 'format_version'", f"format {version} was written by a newer bayeskit "
+                   f"({header.get('bayeskit_version')!r}); this one reads format {FORMAT_VERSION}")
+    if "tree" not in header:
+        raise _bad(source, "header 'tree'", "missing")
+    expected = {HEADER} | {_array_name(i) for i in range(len(_check_table(source, header.get("arrays"))))}
+    extra = sorted(set(names) - expected)
+    if extra:
+        raise _bad(source, "archive", f"unexpected members {extra[:5]}")
+    return header
+
+
+def _read_array(source, z: zipfile.ZipFile, i: int, dtype: str, shape: list[int]) -> np.ndarray:
+    name = _array_name(i)
+    raw = _member(source, z, name)
+    try:
+        array = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError, SyntaxError) as e:
+        raise _bad(source, name, f"not a readable .npy array ({e})") from e
+    found = np.lib.format.dtype_to_descr(array.dtype)
+    if array.dtype.kind not in ARRAY_KINDS or found != dtype or list(array.shape) != shape:
+        raise _bad(source, name, f"holds {found} {list(array.shape)}, the header says {dtype} {shape}")
+    return array
+
+
+def _read(path: Path) -> tuple[dict, list[np.ndarray]]:
+    if path.is_dir():
+        old = (path / "meta.json").exists()
+        raise _bad(path, "file", "a folder in the old format (meta.json, result.eqx), which bayeskit no longer reads; "
+                   "fit again and save" if old else "a folder, not a bayeskit file")
+    try:
+        with zipfile.ZipFile(path) as z:
+            header = _read_header(path, z)
+            table = _check_table(path, header["arrays"])
+            return header, [_read_array(path, z, i, dtype, shape) for i, (dtype, shape) in enumerate(table)]
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
+        raise _bad(path, "archive", f"not a readable zip archive, truncated or corrupted ({e})") from e
+
+
+# ------------------------------------------------------------------------------- public
+
+
+def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) -> Path:
+    """Write ``obj`` (and ``hparams`` when given) to the file ``path``; see the module
+    docstring for what can be stored. Everything is encoded before anything is written.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file; its folder must exist. An existing file is replaced.
+    obj, hparams
+        What to store.
+    classes : mapping from stable name to class
+        The allow-list: every Module, enumeration, named tuple or estimator class in
+        ``obj`` must be one of its values.
+    version : str
+        The library version written into the header.
+
+    Raises
+    ------
+    TypeError
+        If some part of ``obj`` or ``hparams`` cannot be stored; nothing is written.
+    """
+    encoder = _Encoder(classes)
+    header = {"format": FORMAT, "format_version": FORMAT_VERSION, "bayeskit_version": str(version),
+              "versions": {"jax": jax.__version__, "numpy": np.__version__, "equinox": eqx.__version__},
+              "object": encoder.names.get(type(obj), type(obj).__name__),
+              "tree": encoder.encode(obj, "object")}
+    if hparams is not None:
+        header["hparams"] = encoder.encode(hparams, "hparams")
+    header["arrays"] = encoder.table
+    data = json.dumps(header, allow_nan=False, indent=1).encode("utf-8")
+    return _write(Path(path), data, encoder.blobs)
+
+
+def load(path, *, classes: Mapping[str, type]):
+    """Read a file written by :func:`save`: the object, or ``(object, hparams)`` when
+    hyperparameters were saved with it.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a bayeskit file, is truncated or corrupted, or names a class
+        that is not in ``classes``; the message names the file and the bad part.
+    """
     path = Path(path)
-    meta = json.loads((path / "meta.json").read_text())
-    if meta.get("format") != FORMAT:
-        raise ValueError(f"{path} was written in format {meta.get('format')}; this bayeskit reads format {FORMAT}.")
-    module = importlib.import_module(meta["model"])
-    hparams = getattr(module, meta["hparams_class"])(**meta["hparams"])
-    like = module.result_like(hparams, meta["shapes"])
-    result = eqx.tree_deserialise_leaves(path / "result.eqx", like)
-    return result, hparams
+    header, arrays = _read(path)
+    decoder = _Decoder(path, classes, arrays)
+    try:
+        obj = decoder.decode(header["tree"], "tree")
+        if "hparams" not in header:
+            return obj
+        return obj, decoder.decode(header["hparams"], "hparams")
+    except RecursionError as e:
+        raise _bad(path, "header", "nested too deeply") from e
+    except (TypeError, KeyError, IndexError, OverflowError) as e:  # a crafted header the checks above did not foresee
+        raise _bad(path, "header", f"cannot be decoded ({type(e).__name__}: {e})") from e

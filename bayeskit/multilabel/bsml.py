@@ -42,7 +42,6 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.io import zeros_like_fit
 from bayeskit.core.linalg import cholesky, shared_plus_diagonal
 from bayeskit.core.status import FitResult
 from bayeskit.multilabel import probit
@@ -332,7 +331,9 @@ def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
     return elbo
 
 
-def _check_inputs(X, Y, hparams: Hyperparams):
+def check_inputs(X, Y, hparams: Hyperparams):
+    """Refuse bad data or hyperparameters on the host, before anything compiles; return
+    the checked X and Y (labels in {0, 1}, -1 for missing)."""
     validation.check_int_in("n_components", hparams.n_components, 1)
     validation.check_choice("prior", hparams.prior, PRIORS)
     X = validation.check_matrix(X, "X")
@@ -403,14 +404,9 @@ def fit(
     (3, 2)
     """
     if validation.is_concrete(X, Y):
-        X, Y = _check_inputs(X, Y, hparams)
-    hparams = _leaves_as_arrays(hparams, jnp.asarray(X).dtype)
+        X, Y = check_inputs(X, Y, hparams)
+    hparams = _loop.as_arrays(hparams, jnp.asarray(X).dtype)
     return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
-
-
-def _leaves_as_arrays(hparams: Hyperparams, dtype) -> Hyperparams:
-    """Hyperparameters as arrays of the data's dtype, so new values do not recompile."""
-    return jax.tree.map(lambda v: jnp.asarray(v, dtype), hparams)
 
 
 @eqx.filter_jit
@@ -478,20 +474,15 @@ def active_components(state: State, threshold: float = 1e-3) -> Array:
     return rel > threshold * jnp.max(rel)
 
 
-def result_shapes(result: FitResult) -> dict:
-    """Sizes that :func:`result_like` needs, read off a fitted result."""
-    s = result.state
-    return {
-        "n_samples": s.z_mean.shape[0],
-        "n_features": s.q_mean.shape[0],
-        "n_labels": s.classifier.t_mean.shape[1],
-        "max_iter": result.trace.shape[0],
-        "dtype": str(s.q_mean.dtype),
-    }
-
-
 def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
-    """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
-    hp = _leaves_as_arrays(hparams, jnp.dtype(shapes["dtype"]))
+    """Zeros with the structure of ``fit``'s result for data of the given ``shapes``
+    (``n_samples``, ``n_features``, ``n_labels``, ``max_iter``, ``dtype``), traced with
+    ``jax.eval_shape`` and never run: a template for compiling prediction ahead of a fit
+    (the benchmarks use it). Saving and loading need no template (:func:`bayeskit.save`)."""
+    dtype = jnp.dtype(shapes["dtype"])
+    hp = _loop.as_arrays(hparams, dtype)
     run = lambda key, X, Y: _fit(key, X, Y, hp, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
-    return zeros_like_fit(run, shapes)
+    X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
+    Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
+    like = jax.eval_shape(run, jax.random.key(0), X, Y)
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)

@@ -38,7 +38,6 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.io import zeros_like_fit
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult
@@ -370,21 +369,3 @@ def predict_proba(cs: ClassifierState, X: Float[Array, "m d"], *, predictive: st
 
     return map_blocks(rows, jnp.asarray(X, cs.coef_mean.dtype), chunk_size)
 
-
-def result_shapes(result: FitResult) -> dict:
-    """Sizes that :func:`result_like` needs, read off a fitted result."""
-    s = result.state
-    return {
-        "n_samples": s.t_mean.shape[0],
-        "n_features": s.psi_shape.shape[1],
-        "n_labels": s.t_mean.shape[1],
-        "max_iter": result.trace.shape[0],
-        "dtype": str(s.coef_mean.dtype),
-    }
-
-
-def result_like(priors: ClassifierPriors, shapes: dict) -> FitResult:
-    """A pytree with the structure of ``fit``'s result, for :func:`bayeskit.load`."""
-    pr = jax.tree.map(lambda v: jnp.asarray(v, jnp.dtype(shapes["dtype"])), priors)
-    run = lambda key, X, Y: _fit(key, X, Y, pr, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
-    return zeros_like_fit(run, shapes)

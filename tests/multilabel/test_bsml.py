@@ -366,8 +366,14 @@ def test_save_and_load_roundtrip(small, tmp_path):
     X, Y = small
     hp = CONFIGS["ard"]
     result = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=20)
-    bayeskit.save(tmp_path / "fit", result, hp)
-    loaded, hp2 = bayeskit.load(tmp_path / "fit")
-    assert hp2.prior == "ard" and hp2.n_components == 2
-    np.testing.assert_array_equal(np.asarray(loaded.trace), np.asarray(result.trace))
+    path = bayeskit.save(tmp_path / "fit.bkz", result, hp)
+    assert path.is_file()
+    loaded, hp2 = bayeskit.load(path)
+    assert type(hp2) is bsml.Hyperparams and hp2 == hp and hp2.prior == "ard" and hp2.n_components == 2
+    assert type(loaded) is type(result) and type(loaded.state) is bsml.State
+    assert jax.tree.structure(loaded) == jax.tree.structure(result)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(result)):  # bit for bit
+        assert type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    assert loaded.status == result.status
     np.testing.assert_array_equal(bsml.predict_proba(loaded.state, X, hp2), bsml.predict_proba(result.state, X, hp))

@@ -1,0 +1,169 @@
+"""bayeskit.save / bayeskit.load on every estimator: the loaded estimator is of the same
+class, with the same parameters and every attribute (fitted and private) equal bit for
+bit, and predicts the same; the allow-list; import cost."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import warnings
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import bayeskit
+import bayeskit.estimators as E
+from bayeskit.persistence import allowed_classes
+
+_rng = np.random.default_rng(0)
+X = _rng.normal(size=(30, 4))
+Y_ML = (X[:, :2] + 0.3 * _rng.normal(size=(30, 2)) > 0).astype(int)
+Y_REG = X[:, 0] - X[:, 1] + 0.1 * _rng.normal(size=30)
+LINKS = (_rng.random((12, 12)) < 0.3).astype(np.int8)
+
+
+def _transform(est):
+    return est.transform(X)
+
+
+# name -> (estimator, fit arguments, what must give the same output after loading)
+CASES = {
+    "GraphicalLasso": (lambda: E.GraphicalLasso(alpha=0.1, max_iter=5), (X,), lambda e: e.score(X)),
+    "RCA": (lambda: E.RCA(n_components=1), (X, np.eye(4)), lambda e: (e.transform(X), e.score(X))),
+    "EMRCA": (lambda: E.EMRCA(alpha=0.1, max_iter=3), (X,), lambda e: e.score(X)),
+    "SparsePCA": (lambda: E.SparsePCA(n_components=1, cardinality=2), (X,), _transform),
+    "MinCovDet": (lambda: E.MinCovDet(n_starts=10, random_state=0), (X,), lambda e: e.mahalanobis(X)),
+    "ROBPCA": (lambda: E.ROBPCA(n_components=2, n_starts=10, n_directions=20, random_state=0), (X,), _transform),
+    "SBMoERegressor": (lambda: E.SBMoERegressor(n_experts=2, max_iter=2, gate_steps=2, n_gate=4, n_draws=4, random_state=0),
+                       (X[:, :2], Y_REG), lambda e: e.predict(X[:5, :2])),
+    "BSMLClassifier": (lambda: E.BSMLClassifier(n_components=2, max_iter=3, random_state=0), (X, Y_ML),
+                       lambda e: (e.predict_proba(X), e.score(X, Y_ML))),
+    "ProbitClassifier": (lambda: E.ProbitClassifier(max_iter=3, random_state=0), (X, np.where(Y_ML[:, 0] == 1, "yes", "no")),
+                         lambda e: (e.predict_proba(X), e.predict(X))),
+    "IRMLinkPredictor": (lambda: E.IRMLinkPredictor(n_clusters_max=4, num_warmup=2, num_samples=3, random_state=0),
+                         (LINKS,), lambda e: e.predict_proba()),
+    "LFRMLinkPredictor": (lambda: E.LFRMLinkPredictor(n_features_max=3, num_warmup=1, num_samples=2, random_state=0),
+                          (LINKS,), lambda e: e.predict_proba()),
+    "MMSBLinkPredictor": (lambda: E.MMSBLinkPredictor(n_blocks=2, max_iter=3, n_init=2, random_state=0),
+                          (LINKS,), lambda e: e.predict_proba()),
+    "RVMRegressor": (lambda: E.RVMRegressor(max_iter=5), (X, Y_REG), lambda e: e.predict(X, return_std=True)),
+    "BLSRegressor": (lambda: E.BLSRegressor(kernel="linear", max_iter=5), (X, Y_REG), lambda e: e.predict(X, return_std=True)),
+    "FLAPRegressor": (lambda: E.FLAPRegressor(max_iter=5, fit_intercept=False), (X, Y_REG), lambda e: e.predict(X)),
+    "BayesianLassoRegressor": (lambda: E.BayesianLassoRegressor(num_samples=5, num_warmup=2, random_state=0), (X, Y_REG),
+                               lambda e: e.predict(X)),
+}
+
+
+def assert_identical(a, b, where="object"):
+    """Same types all the way down; arrays of the same kind, dtype, shape and bytes."""
+    assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
+    if isinstance(a, jax.Array) and jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        assert jax.random.key_impl(a) == jax.random.key_impl(b), where
+        assert_identical(np.asarray(jax.random.key_data(a)), np.asarray(jax.random.key_data(b)), where)
+    elif isinstance(a, (np.ndarray, np.generic, jax.Array)):
+        assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} != {b.dtype}{b.shape}"
+        assert getattr(a, "weak_type", False) == getattr(b, "weak_type", False), where
+        if a.dtype == object:
+            assert a.tolist() == b.tolist(), where
+        else:
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes(), f"{where}: values differ"
+    elif isinstance(a, eqx.Module):
+        for f in dataclasses.fields(a):
+            assert_identical(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_identical(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for k in a:
+            assert_identical(a[k], b[k], f"{where}[{k!r}]")
+    elif isinstance(a, float):
+        assert np.float64(a).tobytes() == np.float64(b).tobytes(), f"{where}: {a!r} != {b!r}"
+    elif hasattr(a, "get_params"):
+        assert list(vars(a)) == list(vars(b)), f"{where}: attributes {list(vars(a))} != {list(vars(b))}"
+        for k in vars(a):
+            assert_identical(vars(a)[k], vars(b)[k], f"{where}.{k}")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def test_every_estimator_has_a_case():
+    assert sorted(CASES) == sorted(E.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_estimator_round_trip_is_bit_for_bit(name, tmp_path):
+    make, args, outputs = CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few iterations: convergence warnings
+        est = make().fit(*args)
+    path = bayeskit.save(tmp_path / f"{name}.bkz", est)
+    loaded = bayeskit.load(path)
+    assert type(loaded) is type(est)
+    assert loaded.get_params() == est.get_params()
+    assert sorted(vars(loaded)) == sorted(vars(est))
+    assert_identical(est, loaded)
+    assert_identical(outputs(est), outputs(loaded))
+
+
+def test_vmapped_fit_result_with_hyperparameters(tmp_path):
+    """Restarts of a model's fit as one vmapped FitResult (leading restart axis), saved
+    with its hyperparameters."""
+    from bayeskit.multilabel import probit
+
+    priors = probit.ClassifierPriors(alpha_lambda=2.0)
+    keys = jax.random.split(jax.random.key(0), 3)
+    Y = Y_ML[:, :1].astype(np.int8)  # the shapes of ProbitClassifier's case: its predict_proba is compiled already
+    result = jax.vmap(lambda k: probit.fit(k, X, Y, priors, max_iter=3, throw=False))(keys)
+    loaded, hp = bayeskit.load(bayeskit.save(tmp_path / "restarts.bkz", result, priors))
+    assert_identical(result, loaded)
+    assert_identical(priors, hp)
+    assert loaded.trace.shape == (3, 3) and loaded.status._value.shape == (3,)
+    second = lambda r: jax.tree.map(lambda a: a[1], r.state)
+    assert_identical(probit.predict_proba(second(loaded), X), probit.predict_proba(second(result), X))
+
+
+def test_shared_arrays_stay_shared(tmp_path):
+    """``state_`` is ``result_.state``: stored once, and one object again after loading."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = E.FLAPRegressor(max_iter=5, fit_intercept=False).fit(X, Y_REG)
+    loaded = bayeskit.load(bayeskit.save(tmp_path / "flap.bkz", est))
+    assert loaded.state_.mu is loaded.result_.state.mu
+
+
+def test_an_optimizer_parameter_is_refused_before_writing(tmp_path):
+    import optax
+
+    est = E.SBMoERegressor(optimizer=optax.sgd(0.1))
+    est.n_features_in_ = 2  # stands in for a fit: the parameter alone makes it unsaveable
+    with pytest.raises(TypeError, match=r"optimizer"):
+        bayeskit.save(tmp_path / "sbmoe.bkz", est)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_allow_list_is_bayeskits_own():
+    classes = allowed_classes()
+    assert classes["bayeskit.estimators.GraphicalLasso"] is E.GraphicalLasso
+    from bayeskit.core.status import FitResult, Status
+
+    assert classes["bayeskit.core.status.FitResult"] is FitResult
+    assert classes["bayeskit.core.status.Status"] is Status
+    assert set(E.__all__) <= {name.rsplit(".", 1)[1] for name in classes if name.startswith("bayeskit.estimators.")}
+    # bayeskit's classes, and the states of the optax optimisers bayeskit itself defines
+    assert all(name.startswith(("bayeskit.", "optax.")) for name in classes)
+    assert all(cls.__module__.startswith(("bayeskit.", "optax.")) for cls in classes.values())
+    assert "optax.ScaleByAdamState" in classes
+
+
+def test_import_bayeskit_stays_light():
+    code = ("import sys, bayeskit, bayeskit.core.io; "
+            "heavy = [m for m in ('sklearn', 'bayeskit.estimators', 'bayeskit.persistence', 'bayeskit.multilabel', "
+            "'bayeskit.density', 'bayeskit.relational', 'bayeskit.sparse', 'bayeskit.covariance', 'bayeskit.robust') "
+            "if m in sys.modules]; "
+            "assert not heavy, heavy; assert callable(bayeskit.save) and 'bayeskit.persistence' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
