@@ -15,12 +15,22 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, PyTree
 
 from bayeskit.core import progress as _progress
 from bayeskit.core.status import FitResult, Status, is_failure
 
 _RUNNING = -1
+
+
+def as_arrays(tree: PyTree, dtype) -> PyTree:
+    """Every leaf of ``tree`` (the continuous hyperparameters of an ``eqx.Module``, whose
+    static fields are not leaves) as an array of ``dtype``, so that a jitted fit traces
+    them as values: a new value compiles nothing. Host values become NumPy arrays (no
+    device dispatch per leaf); JAX arrays and tracers stay JAX arrays."""
+    host = np.dtype(dtype)
+    return jax.tree.map(lambda v: jnp.asarray(v, dtype) if isinstance(v, jax.Array) else np.asarray(v, host), tree)
 
 
 def run(

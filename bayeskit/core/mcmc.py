@@ -6,14 +6,16 @@ convergence diagnostics of those draws, and their conversion to ArviZ.
 from __future__ import annotations
 
 from abc import abstractmethod
+from functools import partial
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
-from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
+
+from bayeskit.core import progress as _progress
 
 
 def _is_batch_of_keys(key) -> bool:
@@ -32,6 +34,8 @@ class VectorisedKernel(MCMCKernel):
     (independent models in one vectorised call). The state's ``sample`` property is what
     each draw records; ``self.num_warmup`` is known to ``step_one``. A kernel names the
     records that are sampler statistics (acceptance, births, ...) in ``sample_stats``.
+    A kernel is built as ``Kernel(hparams, data_per_chain)``: :func:`run_chains` rebuilds it
+    inside its compiled program with the hyperparameters as traced values.
 
     On several local devices the batched state's chain axis is laid over them (a
     ``NamedSharding`` constraint on every init and step), so XLA runs each device's share
@@ -40,7 +44,8 @@ class VectorisedKernel(MCMCKernel):
     sample_field = "sample"
     sample_stats: tuple[str, ...] = ()  # draw records that are sampler statistics, not parameters
 
-    def __init__(self, data_per_chain: bool = False):
+    def __init__(self, hparams, data_per_chain: bool = False):
+        self.hparams = hparams
         self._batched = False
         self.num_warmup = 0
         self.data_per_chain = data_per_chain
@@ -87,15 +92,51 @@ def _spread(state):
 
 def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_samples: int, num_chains: int = 1,
                thinning: int = 1, init_params=None, progress: bool = False) -> dict:
-    """Run vectorised chains with numpyro's ``MCMC`` driver; draws as (chain, draw, ...).
-    A 2-D ``init_params`` (one start for all chains) is repeated along the chain axis.
-    With ``kernel.data_per_chain`` the model arguments carry the chain axis."""
+    """Run ``num_chains`` vectorised chains of ``kernel``; draws as (chain, draw, ...).
+
+    The same transitions as numpyro's ``MCMC(kernel, chain_method="vectorized")`` (chain c
+    starts from ``split(key, num_chains)[c]``; one chain from ``key``), compiled once per
+    kernel type, static settings and shapes: the kernel's continuous hyperparameters and
+    the data are values, so a new prior or new data of the same shapes compiles nothing.
+    ``num_samples`` transitions follow the warm-up and every ``thinning``-th is kept. A 2-D
+    ``init_params`` (one start for all chains) is repeated along the chain axis. With
+    ``kernel.data_per_chain`` the model arguments carry the chain axis. ``progress`` shows
+    a bar over the transitions (off under ``CI``)."""
     if init_params is not None and num_chains > 1:
         init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
-    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
-                chain_method="vectorized", progress_bar=progress, jit_model_args=True)
-    mcmc.run(key, *model_args, init_params=init_params)
-    return mcmc.get_samples(group_by_chain=True)
+    token = _progress.new_token() if _progress.enabled(progress) else None
+    hparams = jax.tree.map(lambda v: v if isinstance(v, jax.Array) else np.asarray(v), kernel.hparams)
+    return _run(hparams, key, model_args, init_params, kernel_type=type(kernel), data_per_chain=kernel.data_per_chain,
+                num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning, token=token)
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning",
+                                   "token"))
+def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
+         thinning, token):
+    kernel = kernel_type(hparams, data_per_chain)
+    keys = jax.random.split(key, num_chains) if num_chains > 1 else key
+    state = kernel.init(keys, num_warmup, init_params, model_args, {})
+    total = num_warmup + num_samples
+
+    def transition(i, state):
+        if token is not None:
+            _progress.report(token, total, i, i)
+        return kernel.sample(state, model_args, {})
+
+    state = jax.lax.fori_loop(0, num_warmup, transition, state)
+
+    def draw(state, j):
+        start = num_warmup + j * thinning
+        state = jax.lax.fori_loop(start, start + thinning, transition, state)
+        return state, getattr(state, kernel.sample_field)
+
+    state, draws = jax.lax.scan(draw, state, jnp.arange(num_samples // thinning))
+    if token is not None:
+        _progress.close(token, draws)
+    if num_chains > 1:
+        return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), draws)
+    return jax.tree.map(lambda a: a[None], draws)
 
 
 def diagnostics(samples: dict, names) -> dict:

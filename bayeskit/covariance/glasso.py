@@ -261,6 +261,12 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
         check_covariance(S)
         check_alpha(hparams.alpha)
     S = jnp.asarray(S)
+    return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, S.dtype),
+                progress=progress, throw=throw)
+
+
+@eqx.filter_jit
+def _fit(S, hparams: Hyperparams, init_state: State | None, *, max_iter, tol, progress, throw) -> FitResult:
     S = 0.5 * (S + S.T)
     state = init(S, hparams) if init_state is None else init_state
     scale = jnp.mean(jnp.diagonal(S))

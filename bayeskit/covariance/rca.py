@@ -51,6 +51,8 @@ rounding only) instead of hiding it.
 
 from __future__ import annotations
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -105,13 +107,19 @@ def fit(C, Sigma, n_components: int | None = None) -> Solution:
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
-    C, Sigma = _sym(jnp.asarray(C)), _sym(jnp.asarray(Sigma))
+    return _solve(jnp.asarray(C), jnp.asarray(Sigma), n_components)
+
+
+@functools.partial(jax.jit, static_argnames="n_components")
+def _solve(C, Sigma, n_components: int | None) -> Solution:
+    C, Sigma = _sym(C), _sym(Sigma)
     k = C.shape[0] if n_components is None else n_components
     d, S = generalized_eigh(C, Sigma)
     W = Sigma @ S[:, :k] * jnp.sqrt(jnp.maximum(d[:k] - 1, 0))
     return Solution(W, d, S, jnp.sum(d[:k] > 1))
 
 
+@jax.jit
 def log_likelihood(C, W, Sigma) -> Array:
     """Log-likelihood (1) per draw, -(1/2)[p log 2 pi + log|K| + tr(K^-1 C)], K = WW' + Sigma."""
     K = W @ W.T + Sigma
@@ -120,6 +128,7 @@ def log_likelihood(C, W, Sigma) -> Array:
     return -0.5 * (C.shape[0] * _LOG_2PI + logdet + jnp.trace(cho_solve((L, True), C)))
 
 
+@jax.jit
 def posterior(Y, W, Sigma) -> tuple[Array, Array]:
     """Posterior (3) of the latent coordinates of each row of ``Y``: means (n, k) and the
     shared covariance (k, k)."""
@@ -229,11 +238,18 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
         glasso.check_alpha(hp.alpha)
         check_noise_variance(hp.noise_variance)
         check_components(hp.n_components, np.shape(C)[0])
-    C = _sym(jnp.asarray(C))
+    C = jnp.asarray(C)
+    return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, C.dtype),
+                   glasso_tol=jnp.asarray(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
+
+
+@eqx.filter_jit
+def _em_fit(C, hp: EMHyperparams, init_state: EMState | None, *, max_iter, tol, glasso_tol, glasso_max_iter, progress,
+            throw) -> FitResult:
+    C = _sym(C)
     state = em_init(C, hp) if init_state is None else init_state
     step = lambda s: em_update(s, C, hp, glasso_tol=glasso_tol, glasso_max_iter=glasso_max_iter)
-    return loop.run(step, lambda s: s.bound, state,
-                    max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    return loop.run(step, lambda s: s.bound, state, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
 def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_components: int | None = None,

@@ -41,6 +41,8 @@ from jaxtyping import Array, Float
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult
 
+MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
+
 
 class State(eqx.Module):
     """BCA state: the matrix ``X`` of (2)-(3)."""
@@ -230,11 +232,11 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
         return np.zeros(variances.shape[0]), 0
     solved = kept[np.argsort(-variances[kept], kind="stable")[:max_features]]
     Sigma = deflated.block(solved)
-    size = 1 << int(np.ceil(np.log2(max(len(solved), 2))))  # padded to a power of two: few compiled shapes
+    size = 1 << int(np.ceil(np.log2(max(len(solved), MIN_BLOCK))))  # padded to a power of two: few compiled shapes
     padded = np.zeros((size, size))
     padded[: len(solved), : len(solved)] = Sigma
-    X = _solve(jnp.asarray(padded), lam, beta, n_sweeps)
-    support = solved[np.nonzero(np.asarray(leading_component(X, threshold))[: len(solved)])[0]]
+    on = _solve(jnp.asarray(padded), lam, beta, threshold, n_sweeps)
+    support = solved[np.nonzero(np.asarray(on)[: len(solved)])[0]]
     v = np.zeros(variances.shape[0])
     if support.size:  # the loadings on the support: the leading eigenvector of its block (the most variance there)
         w = np.linalg.eigh(deflated.block(support))[1][:, -1]
@@ -243,11 +245,13 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
 
 
 @partial(jax.jit, static_argnames=("n_sweeps",))
-def _solve(Sigma, lam, beta, n_sweeps):
-    """BCA on a padded block: the zero rows of the padding have variance 0 < lambda, so safe
-    elimination makes them zero at the optimum and the solution on the real block is the
-    unpadded one."""
-    return fit(Sigma, lam, beta=beta, n_sweeps=n_sweeps, tol=1e-9).state.X
+def _solve(Sigma, lam, beta, threshold, n_sweeps):
+    """BCA on a padded block, then the support of its thresholded leading component: the
+    zero rows of the padding have variance 0 < lambda, so safe elimination makes them zero
+    at the optimum and the solution on the real block is the unpadded one. One compiled
+    program per padded size (powers of two); penalties and data are values."""
+    X = fit(Sigma, lam, beta=beta, n_sweeps=n_sweeps, tol=1e-9).state.X
+    return leading_component(X, threshold) != 0
 
 
 def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, beta: float, n_sweeps: int,
@@ -273,5 +277,46 @@ def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, b
     return best[:3]
 
 
-__all__ = ["Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update", "objective", "fit", "row_update", "box_qp",
-           "cubic_root", "leading_component", "safe_features", "feature_variances"]
+class Components(eqx.Module):
+    """Sparse principal components: ``components`` (n_components, p) unit loadings, mostly
+    zeros; ``alphas`` the penalty of each; ``n_features_kept`` the features that survived
+    safe elimination; ``explained_variance`` v' Sigma_k v in the deflated covariance;
+    ``mean`` (p,) the feature means."""
+
+    components: np.ndarray
+    alphas: np.ndarray
+    n_features_kept: np.ndarray
+    explained_variance: np.ndarray
+    mean: np.ndarray
+
+
+def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
+                   max_features: int = 2000, beta: float = 1e-4, n_sweeps: int = 20, threshold: float = 1e-3) -> Components:
+    """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),
+    each of the covariance deflated by the ones before (projection deflation), at the fixed
+    penalty ``alpha`` or at the penalty found by bisection for ``cardinality`` non-zeros
+    (give exactly one). Host-driven: the sizes of the surviving blocks are data-dependent,
+    so each solve runs on a block padded to a power of two (few compiled shapes)."""
+    if (cardinality is None) == (alpha is None):
+        raise ValueError("give exactly one of cardinality and alpha.")
+    moments = Moments(data)
+    p = moments.variances.shape[0]
+    options = dict(max_features=int(max_features), beta=float(beta), n_sweeps=int(n_sweeps), threshold=float(threshold))
+    V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
+    for _ in range(n_components):
+        deflated = Deflated(moments, V)
+        if cardinality is not None:
+            v, lam, n_kept = search_penalty(deflated, int(cardinality), **options)
+        else:
+            lam = float(alpha)
+            v, n_kept = component_at(deflated, lam, **options)
+        support = np.nonzero(v)[0]
+        explained.append(float(v[support] @ deflated.block(support) @ v[support]) if support.size else 0.0)
+        V = np.c_[V, v]
+        alphas.append(lam)
+        kept.append(n_kept)
+    return Components(V.T, np.array(alphas), np.array(kept), np.array(explained), moments.mean)
+
+
+__all__ = ["Components", "fit_components", "Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update",
+           "objective", "fit", "row_update", "box_qp", "cubic_root", "leading_component", "safe_features", "feature_variances"]

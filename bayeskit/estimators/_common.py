@@ -1,13 +1,17 @@
-"""Helpers shared by the estimator wrappers: the key from ``random_state`` and the
-choice among vmapped restarts."""
+"""Helpers shared by the estimator wrappers: the key from ``random_state``, the choice
+among vmapped restarts and :func:`finish`, which turns a fit's ``Status`` into what a
+scikit-learn user expects (an exception or a ``ConvergenceWarning``)."""
 
 from __future__ import annotations
+
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
-from bayeskit.core.status import Status
+from bayeskit.core.status import Status, is_failure
 
 
 def _key(random_state) -> jax.Array:
@@ -18,13 +22,29 @@ def _key(random_state) -> jax.Array:
     return jax.random.key(int(random_state))
 
 
-def _best_restart(result, n_restarts: int, name: str):
-    """The fit itself, or of a vmapped batch of restarts the one with the highest final
-    bound among those that did not fail; a ``RuntimeError`` when all failed."""
-    failed = lambda status: (status == Status.nonfinite) | (status == Status.not_positive_definite)
-    if n_restarts > 1:
-        score = jnp.where(failed(result.status), -jnp.inf, result.objective)
-        result = jax.tree.map(lambda a: a[int(jnp.argmax(score))], result)
-    if bool(failed(result.status)):
-        raise RuntimeError(f"{name} failed: {Status[result.status]}")
+_FAILURES = frozenset(Status[item] for item in (Status.nonfinite, Status.not_positive_definite))
+
+
+def finish(result, name: str, *, detail: str = "", warn_max_iter: bool = True):
+    """Raise or warn as ``result.status`` (one fit, not a batch) says, and return it.
+
+    A failure (``nonfinite``, ``not_positive_definite``) raises ``RuntimeError``; a fit
+    stopped at ``max_iter`` warns ``ConvergenceWarning`` unless ``warn_max_iter`` is
+    False; ``detail`` is appended to either message. The status is read on the host
+    once (its message), with no device computation."""
+    message = Status[result.status]
+    if message in _FAILURES:
+        raise RuntimeError(f"{name} failed: {message}{detail}")
+    if warn_max_iter and message == Status[Status.max_iter_reached]:
+        warnings.warn(f"{name}: {message}{detail}", ConvergenceWarning, stacklevel=3)
     return result
+
+
+def _best_restart(result, n_restarts: int, name: str, *, warn_max_iter: bool = True):
+    """The fit itself, or of a vmapped batch of restarts the one with the highest final
+    bound among those that did not fail, passed through :func:`finish` (a
+    ``RuntimeError`` when all failed)."""
+    if n_restarts > 1:
+        score = jnp.where(is_failure(result.status), -jnp.inf, result.objective)
+        result = jax.tree.map(lambda a: a[int(jnp.argmax(score))], result)
+    return finish(result, name, warn_max_iter=warn_max_iter)

@@ -8,13 +8,12 @@ import warnings
 
 import jax.numpy as jnp
 import numpy as np
-from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.status import Status, is_failure
-from bayeskit.covariance import glasso, rca
+from bayeskit.covariance import glasso, rca, sparse_pca
+from bayeskit.estimators._common import finish
 
 
 class GraphicalLasso(BaseEstimator):
@@ -61,11 +60,7 @@ class GraphicalLasso(BaseEstimator):
         hp = glasso.Hyperparams(float(self.alpha), bool(self.penalize_diagonal))
         # glasso.fit checks S and alpha on the host before compiling
         result = glasso.fit(jnp.asarray(S), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
-        if bool(is_failure(result.status)):
-            raise RuntimeError(f"GraphicalLasso failed: {Status[result.status]}")
-        if result.status == Status.max_iter_reached:
-            warnings.warn(f"GraphicalLasso stopped at max_iter={self.max_iter} with KKT residual "
-                          f"{float(result.state.kkt):.3g}; raise max_iter or tol.", ConvergenceWarning, stacklevel=3)
+        finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt):.3g})")
         self.location_ = location
         self.precision_ = np.asarray(result.state.precision)
         self.covariance_ = np.asarray(result.state.covariance)
@@ -101,7 +96,7 @@ def _gaussian_score(Z, location, covariance) -> float:
     return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
 
 
-class RCA(BaseEstimator):
+class RCA(TransformerMixin, BaseEstimator):
     """Maximum-likelihood residual component analysis (Kalaitzis & Lawrence 2012; see
     :mod:`bayeskit.covariance.rca`): y ~ N(0, W W' + Sigma) with Sigma given, W from the generalised
     eigenproblem C S = Sigma S D.
@@ -151,8 +146,8 @@ class RCA(BaseEstimator):
         self.eigenvectors_ = np.asarray(solution.eigenvectors)
         self.n_components_ = q
         self.sigma_ = np.asarray(Sigma, C.dtype)
-        self.log_likelihood_ = float(rca.log_likelihood(jnp.asarray(C), jnp.asarray(self.components_),
-                                                        jnp.asarray(self.sigma_)))
+        # the zero columns beyond q leave W W' unchanged
+        self.log_likelihood_ = float(rca.log_likelihood(jnp.asarray(C), solution.components, jnp.asarray(self.sigma_)))
         return self
 
     def _draws(self, Y):
@@ -237,11 +232,7 @@ class EMRCA(BaseEstimator):
         hp = rca.EMHyperparams(self.alpha, s2, bool(self.penalize_diagonal), self.n_components)
         # rca.em_fit checks alpha, s2 and n_components on the host before compiling
         result = rca.em_fit(jnp.asarray(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
-        if bool(is_failure(result.status)):
-            raise RuntimeError(f"EMRCA failed: {Status[result.status]}")
-        if result.status == Status.max_iter_reached:
-            warnings.warn(f"EMRCA stopped at max_iter={self.max_iter}; raise max_iter or tol.", ConvergenceWarning,
-                          stacklevel=2)
+        finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
         self.n_iter_ = int(result.n_iter)
         self.bound_ = np.asarray(result.trace)[: self.n_iter_]
@@ -267,7 +258,7 @@ class EMRCA(BaseEstimator):
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]
 
 
-class SparsePCA(BaseEstimator):
+class SparsePCA(TransformerMixin, BaseEstimator):
     """Sparse principal components by the DSPCA relaxation, solved by block coordinate ascent
     after safe feature elimination (Zhang & El Ghaoui 2011; :mod:`bayeskit.covariance.sparse_pca`).
 
@@ -311,39 +302,21 @@ class SparsePCA(BaseEstimator):
         self.threshold = threshold
 
     def fit(self, X, y=None):
-        from bayeskit.covariance import sparse_pca
-
         X = self._check(X)
         n, p = X.shape
         self.n_features_in_ = p
         validation.check_int_in("n_components", self.n_components, 1, p)
         validation.check_int_in("max_features", self.max_features, 1)
         validation.check_positive(beta=self.beta)
-        if (self.cardinality is None) == (self.alpha is None):
-            raise ValueError("give exactly one of cardinality and alpha.")
         if self.cardinality is not None:
             validation.check_int_in("cardinality", self.cardinality, 1, p)
-        else:
+        elif self.alpha is not None:
             glasso.check_alpha(self.alpha)
-        moments = sparse_pca.Moments(X)
-        options = dict(max_features=int(self.max_features), beta=float(self.beta), n_sweeps=int(self.n_sweeps),
-                       threshold=float(self.threshold))
-        V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
-        for _ in range(self.n_components):
-            deflated = sparse_pca.Deflated(moments, V)
-            if self.cardinality is not None:
-                v, lam, n_kept = sparse_pca.search_penalty(deflated, int(self.cardinality), **options)
-            else:
-                lam = float(self.alpha)
-                v, n_kept = sparse_pca.component_at(deflated, lam, **options)
-            support = np.nonzero(v)[0]
-            explained.append(float(v[support] @ deflated.block(support) @ v[support]) if support.size else 0.0)
-            V = np.c_[V, v]
-            alphas.append(lam)
-            kept.append(n_kept)
-        self.components_ = V.T
-        self.alphas_, self.n_features_kept_ = np.array(alphas), np.array(kept)
-        self.explained_variance_, self.mean_ = np.array(explained), moments.mean
+        r = sparse_pca.fit_components(X, self.n_components, cardinality=self.cardinality, alpha=self.alpha,
+                                      max_features=self.max_features, beta=self.beta, n_sweeps=self.n_sweeps,
+                                      threshold=self.threshold)
+        self.components_, self.alphas_, self.n_features_kept_ = r.components, r.alphas, r.n_features_kept
+        self.explained_variance_, self.mean_ = r.explained_variance, r.mean
         return self
 
     def _check(self, X):

@@ -132,7 +132,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
         self._one_d = np.ndim(Y) == 1
         hp = self._hyperparams()
-        X, Y2 = sbmoe.inference._check_inputs(X, Y, hp)
+        X, Y2 = sbmoe.inference.check_inputs(X, Y, hp)
         key, self._predict_key = jax.random.split(_key(self.random_state))
         labels = sbmoe.agglomerative_labels(Y2, self.n_experts) if self.init == "agglomerative" else None
         X_j, Y_j = jnp.asarray(X), jnp.asarray(Y2)
@@ -146,7 +146,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         self.dtype_ = np.dtype(X_j.dtype)
         self.n_outputs_ = Y2.shape[1]
         self.n_iter_ = int(best.n_iter)
-        self.elbo_trace_ = np.asarray(best.trace[: self.n_iter_])
+        self.elbo_trace_ = np.asarray(best.trace)[: self.n_iter_]
         L = np.asarray(best.state.gate.L)
         self.metric_ = float(hp.priors(X.shape[1], Y2.shape[1], X_j.dtype).eta0) * L @ L.T
         return self

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.status import Status
 from bayeskit.estimators._common import _best_restart, _key
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
@@ -61,9 +57,7 @@ class _MultilabelMixin(ClassifierMixin):
         return X.astype(self.dtype_, copy=False)
 
     def _finish_fit(self, Y, result, n_restarts):
-        best = _best_restart(result, n_restarts, type(self).__name__)
-        if bool(best.status == Status.max_iter_reached) and self.tol > 0:
-            warnings.warn(f"{type(self).__name__}: {Status[best.status]}", ConvergenceWarning, stacklevel=3)
+        best = _best_restart(result, n_restarts, type(self).__name__, warn_max_iter=self.tol > 0)
         self.result_ = best
         self.state_ = best.state
         self.n_iter_ = int(best.n_iter)
@@ -192,7 +186,7 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         X, Y = self._validate_fit_input(X, Y, allow_missing=self.semisupervised is not False)
         semi = bool(np.any(Y < 0)) if self.semisupervised == "auto" else bool(self.semisupervised)
         hp = self._hyperparams(semi)
-        bsml._check_inputs(X, Y, hp)
+        bsml.check_inputs(X, Y, hp)
         X_j = jnp.asarray(X)
         self.dtype_ = np.dtype(X_j.dtype)
         key = _key(self.random_state)
@@ -202,7 +196,7 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         self._finish_fit(Y, result, self.n_init)
         self.components_ = np.asarray(self.state_.q_mean.T)
         self.active_components_ = np.asarray(bsml.active_components(self.state_))
-        self.lower_bound_trace_ = np.asarray(self.result_.trace[: self.n_iter_])
+        self.lower_bound_trace_ = np.asarray(self.result_.trace)[: self.n_iter_]
         return self
 
     def predict_proba(self, X, *, chunk_size=None):

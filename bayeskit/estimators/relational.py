@@ -158,7 +158,7 @@ class MMSBLinkPredictor(_LinkPredictor):
     estimate_alpha : bool, default=True
         Re-estimate alpha in the M-step (empirical Bayes).
     max_iter, tol : variational EM sweeps and the relative tolerance on the bound.
-    n_restarts : int, default=5
+    n_init : int, default=5
         Random starts run as one vmapped call; the one with the highest bound is kept.
     random_state : int, RandomState or None
 
@@ -169,9 +169,9 @@ class MMSBLinkPredictor(_LinkPredictor):
     elbo_, n_iter_ : the bound and the sweeps of the kept restart.
     """
 
-    _counts = ("max_iter", "n_restarts")
+    _counts = ("max_iter", "n_init")
 
-    def __init__(self, n_blocks=8, symmetric=False, alpha=0.1, estimate_alpha=True, max_iter=500, tol=1e-6, n_restarts=5,
+    def __init__(self, n_blocks=8, symmetric=False, alpha=0.1, estimate_alpha=True, max_iter=500, tol=1e-6, n_init=5,
                  random_state=None):
         self.n_blocks = n_blocks
         self.symmetric = symmetric
@@ -179,17 +179,17 @@ class MMSBLinkPredictor(_LinkPredictor):
         self.estimate_alpha = estimate_alpha
         self.max_iter = max_iter
         self.tol = tol
-        self.n_restarts = n_restarts
+        self.n_init = n_init
         self.random_state = random_state
 
     def fit(self, Y, mask=None, covariates=None):
         Y, mask = self._prepare(Y, mask, covariates)
         validation.check_int_in("n_blocks", self.n_blocks, 1)
         hp = mmsb.Hyperparams(n_blocks=self.n_blocks, symmetric=self.symmetric, estimate_alpha=self.estimate_alpha, alpha=self.alpha)
-        mmsb._check_hparams(hp)
-        keys = jax.random.split(_key(self.random_state), self.n_restarts)
+        mmsb.check_hparams(hp)
+        keys = jax.random.split(_key(self.random_state), self.n_init)
         fit = lambda k: mmsb.fit(k, Y, mask, hp, max_iter=self.max_iter, tol=self.tol, throw=False)
-        result = _best_restart(jax.vmap(fit)(keys) if self.n_restarts > 1 else fit(keys[0]), self.n_restarts, "MMSB")
+        result = _best_restart(jax.vmap(fit)(keys) if self.n_init > 1 else fit(keys[0]), self.n_init, "MMSB")
         self.hyperparams_, self.state_ = hp, result.state
         self.memberships_ = np.asarray(result.state.gamma / result.state.gamma.sum(-1, keepdims=True))
         self.elbo_, self.n_iter_ = float(result.objective), int(result.n_iter)

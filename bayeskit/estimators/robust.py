@@ -7,7 +7,7 @@ import warnings
 
 import jax
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
@@ -77,7 +77,7 @@ class MinCovDet(BaseEstimator):
         return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
 
 
-class ROBPCA(BaseEstimator):
+class ROBPCA(TransformerMixin, BaseEstimator):
     """Robust principal components (ROBPCA, :mod:`bayeskit.robust.robpca`) with the outlier map.
 
     Parameters
@@ -127,24 +127,14 @@ class ROBPCA(BaseEstimator):
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         validation.check_int_in("n_directions", self.n_directions, 1)
         validation.check_int_in("n_starts", self.n_starts, 1)
-        n, p = X.shape
-        rank = int(np.linalg.matrix_rank(X - X.mean(0)))
-        if rank == 0:
-            raise ValueError("all rows of X are equal: there is no spread to find components in.")
-        options = dict(n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
-        key = _key(self.random_state)
-        if self.n_components is None:
-            eigenvalues, _ = robpca.provisional(key, X, float(self.alpha), k_max, **options)
-            k = robpca.choose_k(np.asarray(eigenvalues), k_max, rank)
-        else:
-            k = validation.check_int_in("n_components", self.n_components, 1, rank)
-        r = jax.device_get(robpca.fit(key, X, k, float(self.alpha), k_max, **options))
-        while bool(r.exact_fit) and k > 1:
-            warnings.warn(f"exact fit: at least h = {r.h} points lie on a {k - 1}-dimensional subspace of the "
-                          f"{k} robust components; refitting with n_components = {k - 1}.", UserWarning, stacklevel=2)
-            k -= 1
-            r = jax.device_get(robpca.fit(key, X, k, float(self.alpha), k_max, **options))
-        self.n_components_, self.h_, self.rank_ = k, r.h, rank
+        r, first = robpca.fit_auto(_key(self.random_state), X, self.n_components, float(self.alpha), k_max,
+                                   n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
+        r = jax.device_get(r)
+        k = r.eigenvalues.shape[-1]
+        if k < first:
+            warnings.warn(f"exact fit: at least h = {r.h} points lie on a subspace of fewer than {first} robust "
+                          f"components; refitted with n_components = {k}.", UserWarning, stacklevel=2)
+        self.n_components_, self.h_, self.rank_ = k, int(r.h), int(r.rank)
         self.components_, self.center_ = np.asarray(r.components), np.asarray(r.center)
         self.eigenvalues_, self.scores_ = np.asarray(r.eigenvalues), np.asarray(r.scores)
         self.score_distances_ = np.asarray(r.score_distances)

@@ -9,12 +9,10 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.status import Status
-from bayeskit.estimators._common import _key
+from bayeskit.estimators._common import _key, finish
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 
@@ -84,10 +82,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
         result = sparse_bayes.fit(Phi, y.astype(X.dtype), hp, max_iter=self.max_iter, throw=False)
-        if bool(result.status == Status.nonfinite) or bool(result.status == Status.not_positive_definite):
-            raise RuntimeError(f"{type(self).__name__} failed: {Status[result.status]}")
-        if bool(result.status == Status.max_iter_reached):
-            warnings.warn(f"{type(self).__name__} stopped at max_iter={self.max_iter} before converging.", ConvergenceWarning, stacklevel=2)
+        finish(result, type(self).__name__, detail=f" (max_iter={self.max_iter})")
         if bool(result.state.saturated):
             warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)
         data = sparse_bayes.as_data(Phi, y.astype(X.dtype))
@@ -104,7 +99,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
             self.relevance_vectors_ = X[self.relevance_indices_]
         self.noise_std_ = self._noise_std(result.state, data)
         self.n_iter_ = int(result.n_iter)
-        self.log_evidence_ = np.asarray(result.trace[: self.n_iter_])
+        self.log_evidence_ = np.asarray(result.trace)[: self.n_iter_]
         return self
 
     def _noise_std(self, state, data) -> float:

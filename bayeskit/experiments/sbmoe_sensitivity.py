@@ -33,7 +33,7 @@ import optax
 from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_synthetic_1d
 from bayeskit.density import sbmoe
 from bayeskit.experiments.common import print_table, write_json
-from bayeskit.experiments.sbmoe_synthetic import PAPER, _evaluate
+from bayeskit.experiments.sbmoe_synthetic import PAPER, evaluate
 
 NAME = "sbmoe_sensitivity"
 
@@ -84,7 +84,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                        "gate_mean_precision_max_eig": float(np.linalg.eigvalsh(np.asarray(mean_precision))[-1]),
                        "final_elbo": float(result.trace[-1])}
         mixtures[label] = sbmoe.predictive(k_pred, result.state, X_test, hp, n_gate=cfg["k_g"], n_draws=cfg["k_e"])
-    metrics = _evaluate(mixtures, truth, "1d", cfg, X_test)
+    metrics = evaluate(mixtures, truth, "1d", cfg, X_test)
     rows, results = [], {}
     for label in mixtures:
         kde, exact = metrics[label]["kde"], metrics[label]["exact"]

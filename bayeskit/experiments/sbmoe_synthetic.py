@@ -115,7 +115,7 @@ def _exact_metrics(log_p: np.ndarray, log_q: np.ndarray) -> tuple[float, float, 
     return float(np.mean(log_p - log_q)), float(np.sqrt(max(0.0, 1 - np.mean(np.sqrt(ratio))))), float(0.5 * np.mean(np.abs(1 - ratio)))
 
 
-def _evaluate(mixtures: dict[str, Mixture], truth: np.ndarray, problem: str, cfg: dict, X_test) -> dict:
+def evaluate(mixtures: dict[str, Mixture], truth: np.ndarray, problem: str, cfg: dict, X_test) -> dict:
     """Per-method metric arrays (n_test, 3) against the KDE and, in 1-D, the exact density."""
     out = {name: {"kde": [], "exact": []} for name in mixtures}
     size = cfg["grid"][problem]
@@ -208,7 +208,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     for problem in ("1d", "2d"):
         mixtures, truth, X_test, result, info = _fit_all(problem, cfg, seed)
         seconds = info["seconds"]
-        metrics = _evaluate(mixtures, truth, problem, cfg, X_test)
+        metrics = evaluate(mixtures, truth, problem, cfg, X_test)
         rows = []
         for name in METHODS:
             kde = metrics[name]["kde"]

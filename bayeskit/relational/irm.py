@@ -179,8 +179,7 @@ class IRMGibbs(VectorisedKernel):
     sample_stats = ()
 
     def __init__(self, hparams: Hyperparams | None = None, data_per_chain: bool = False):
-        super().__init__(data_per_chain)
-        self.hparams = hparams or Hyperparams()
+        super().__init__(Hyperparams() if hparams is None else hparams, data_per_chain)
 
     def init_one(self, key, init_params, data):
         return init(key, data, self.hparams, z=init_params)

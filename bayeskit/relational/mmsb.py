@@ -47,7 +47,7 @@ class Hyperparams(eqx.Module):
     n_blocks: int = eqx.field(static=True, default=8)
     symmetric: bool = eqx.field(static=True, default=False)
     estimate_alpha: bool = eqx.field(static=True, default=True)
-    alpha: float = 0.1
+    alpha: Float[Array, ""] | float = 0.1
     block_prior: tuple = (1.1, 1.1)
 
 
@@ -171,7 +171,7 @@ def predict_proba(state: State) -> Float[Array, "r n n"]:
     return jnp.einsum("pg,rgh,qh->rpq", mean_pi, state.B, mean_pi)
 
 
-def _check_hparams(hparams: Hyperparams):
+def check_hparams(hparams: Hyperparams):
     if hparams.n_blocks < 1:
         raise ValueError(f"n_blocks must be at least 1; got {hparams.n_blocks}.")
     if not float(hparams.alpha) > 0:
@@ -192,9 +192,11 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     """
     hparams = hparams or Hyperparams()
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
-        _check_hparams(hparams)
+        check_hparams(hparams)
         Y, mask = check_relations(Y, mask, hparams.symmetric)
-    return _fit(key, as_data(Y, mask, hparams.symmetric), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    data = as_data(Y, mask, hparams.symmetric)
+    return _fit(key, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter, tol=jnp.asarray(tol, data.Y.dtype),
+                progress=progress, throw=throw)
 
 
 @eqx.filter_jit

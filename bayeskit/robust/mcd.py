@@ -37,6 +37,8 @@ smallest variance among the n - h + 1 windows (``univariate_mcd``).
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -275,6 +277,7 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
     return _fit(key, X, h, n_starts, n_best, max_steps, initial)
 
 
+@partial(jax.jit, static_argnums=(2, 3, 4, 5))
 def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> MCD:
     n, p = X.shape
     raw = _raw_subset(key, X, h, n_starts, n_best, max_steps, initial)

@@ -202,14 +202,19 @@ def low_dimensional(n: int, p: int, k_max: int) -> bool:
     return min(n - 1, p) <= min(n // 5, k_max)
 
 
-@partial(jax.jit, static_argnames=("alpha", "k_max", "n_directions", "n_starts", "use_mcd"))
 def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int = 250, n_starts: int = 500,
                 use_mcd: bool = True):
     """The eigenvalues that choose k, from the same random directions and starts as
     :func:`fit` with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional
-    branch; and the numerical rank."""
+    branch; and the numerical rank. ``alpha`` enters through h only, so a new alpha that
+    gives the same h compiles nothing."""
+    n, _ = np.shape(X)
+    return _provisional(key, jnp.asarray(X), coverage(n, alpha, k_max), k_max, n_directions, n_starts, use_mcd)
+
+
+@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+def _provisional(key, X, h, k_max, n_directions, n_starts, use_mcd):
     n, p = X.shape
-    h = coverage(n, alpha, k_max)
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
@@ -230,13 +235,37 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
         check_int_in("k", k, 1, min(n - 1, p))
         check_int_in("k_max", k_max, 1)
         check_int_in("n_directions", n_directions, 1)
-    return _fit(key, jnp.asarray(X), k, alpha, k_max, n_directions, n_starts, use_mcd)
+    return _fit(key, jnp.asarray(X), k, coverage(n, alpha, k_max), k_max, n_directions, n_starts, use_mcd)
+
+
+def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha: float = 0.75, k_max: int = 10, *,
+             n_directions: int = 250, n_starts: int = 500, use_mcd: bool = True) -> tuple[Result, int]:
+    """ROBPCA as a user runs it: k from ``n_components``, or chosen as rrcov's PcaHubert
+    does (:func:`provisional` then :func:`choose_k`); after an exact fit (at least h points
+    on a (k-1)-dimensional subspace of the k components) refit with k - 1 until the fit is
+    not exact or k = 1. Returns the result and the k first fitted (the result's k is
+    ``result.eigenvalues.shape[-1]``; smaller after refits). Host-side: k is a shape."""
+    X = check_matrix(X, min_rows=2)
+    rank = int(np.linalg.matrix_rank(X - X.mean(0)))
+    if rank == 0:
+        raise ValueError("all rows of X are equal: there is no spread to find components in.")
+    options = dict(n_directions=n_directions, n_starts=n_starts, use_mcd=use_mcd)
+    if n_components is None:
+        eigenvalues, _ = provisional(key, X, alpha, k_max, **options)
+        k = choose_k(np.asarray(eigenvalues), k_max, rank)
+    else:
+        k = check_int_in("n_components", n_components, 1, rank)
+    first = k
+    result = fit(key, X, k, alpha, k_max, **options)
+    while bool(result.exact_fit) and k > 1:
+        k -= 1
+        result = fit(key, X, k, alpha, k_max, **options)
+    return result, first
 
 
 @partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
-def _fit(key, X, k, alpha, k_max, n_directions, n_starts, use_mcd) -> Result:
+def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> Result:
     n, p = X.shape
-    h = coverage(n, alpha, k_max)
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
@@ -287,5 +316,5 @@ def _sign_flip(basis):
     return jnp.sign(basis[jnp.argmax(jnp.abs(basis), 0), jnp.arange(basis.shape[1])])
 
 
-__all__ = ["Result", "Diagnostics", "LABELS", "fit", "diagnostics", "provisional", "choose_k", "coverage", "affine_span", "pairs", "outlyingness",
-           "least_outlying", "low_dimensional"]
+__all__ = ["Result", "Diagnostics", "LABELS", "fit", "fit_auto", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
+           "pairs", "outlyingness",           "least_outlying", "low_dimensional"]

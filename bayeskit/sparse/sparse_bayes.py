@@ -53,6 +53,7 @@ var(y).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import equinox as eqx
@@ -170,6 +171,7 @@ class State(eqx.Module):
 # ----------------------------------------------------------------------------- design
 
 
+@functools.partial(jax.jit, static_argnames=("kernel", "degree", "bias"))
 def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 1.0,
            bias: bool = False) -> Float[Array, "n m"]:
     """Basis matrix Phi of the inputs ``X`` (N, D) against ``centers`` (M, D; default X).
@@ -192,6 +194,7 @@ def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: 
     return Phi
 
 
+@jax.jit
 def as_data(Phi, y) -> Data:
     """Normalise the basis columns and cache Phi' y."""
     Phi, y = jnp.asarray(Phi), jnp.asarray(y, jnp.asarray(Phi).dtype)
@@ -397,6 +400,7 @@ def _update_lambda(state: State, hparams: Hyperparams) -> State:
     return eqx.tree_at(lambda s: s.log_evidence, new, L)
 
 
+@jax.jit
 def noise_reestimate(state: State, data: Data):
     """MacKay's noise variance ||y - Phi mu||^2 / (N - sum_A (1 - Sigma_mm / gamma_m))
     (and that sum of squares), from the current posterior."""
@@ -514,7 +518,8 @@ def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, prog
     if not any(isinstance(v, jax.core.Tracer) for v in (Phi, y)):
         check_hparams(hparams)
         check_problem(Phi, y)
-    return _fit(as_data(Phi, y), hparams, max_iter=max_iter, progress=progress, throw=throw)
+    data = as_data(Phi, y)
+    return _fit(data, _loop.as_arrays(hparams, data.y.dtype), max_iter=max_iter, progress=progress, throw=throw)
 
 
 @eqx.filter_jit
@@ -526,6 +531,7 @@ def _fit(data: Data, hparams: Hyperparams, *, max_iter, progress, throw) -> FitR
 # --------------------------------------------------------------------- read the fit
 
 
+@jax.jit
 def weights(state: State, scale) -> Float[Array, " m"]:
     """Posterior mean weights of the original (unnormalised) basis columns; 0 when out.
     ``scale`` is the column norms (``as_data(Phi, y).scale``)."""
@@ -534,6 +540,7 @@ def weights(state: State, scale) -> Float[Array, " m"]:
     return w / scale
 
 
+@jax.jit
 def relevance(state: State) -> Bool[Array, " m"]:
     """Which bases are in the model (the relevance vectors)."""
     return state.gamma > 0

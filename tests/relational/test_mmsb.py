@@ -88,7 +88,7 @@ def test_masked_cells_have_no_effect():
 
 def test_planted_blocks_are_recovered(planted_blocks):
     truth, P, Y, train, test = planted_blocks
-    est = MMSBLinkPredictor(n_blocks=3, n_restarts=4, random_state=0).fit(Y, train)
+    est = MMSBLinkPredictor(n_blocks=3, n_init=4, random_state=0).fit(Y, train)
     assert adjusted_rand_score(truth, est.memberships_.argmax(1)) > 0.9
     prob = est.predict_proba()
     assert prob.shape == Y.shape
@@ -97,7 +97,7 @@ def test_planted_blocks_are_recovered(planted_blocks):
 
 def test_restarts_keep_the_highest_bound():
     Y, mask = _problem(False, seed=5, n=10)
-    best = MMSBLinkPredictor(n_blocks=3, n_restarts=3, max_iter=50, random_state=0).fit(Y, mask)
+    best = MMSBLinkPredictor(n_blocks=3, n_init=3, max_iter=50, random_state=0).fit(Y, mask)
     keys = jax.random.split(jax.random.key(0), 3)
     hp = best.hyperparams_
     bounds = [float(mmsb.fit(k, Y, mask, hp, max_iter=50).objective) for k in keys]

@@ -271,7 +271,9 @@ def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
             raise ValueError(f"{name} must be a symmetric positive definite {dim} x {dim} matrix.")
 
 
-def _check_inputs(X, Y, hparams: Hyperparams) -> tuple[np.ndarray, np.ndarray]:
+def check_inputs(X, Y, hparams: Hyperparams) -> tuple[np.ndarray, np.ndarray]:
+    """Refuse bad data or hyperparameters on the host, before anything compiles; return
+    X (N, D) and Y (N, P) as checked NumPy arrays (a vector y becomes one column)."""
     X = validation.check_matrix(X, "X", min_rows=2)
     Y = np.asarray(Y)
     if Y.ndim == 1:
@@ -344,7 +346,7 @@ def fit(
     """
     concrete = validation.is_concrete(X, Y)
     if concrete:
-        X, Y = _check_inputs(X, Y, hparams)
+        X, Y = check_inputs(X, Y, hparams)
     elif jnp.ndim(Y) == 1:
         Y = Y[:, None]
     if init_labels is None and hparams.init == "agglomerative":

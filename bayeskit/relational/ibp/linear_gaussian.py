@@ -268,9 +268,8 @@ class CollapsedGibbs(VectorisedKernel):
 
     sample_stats = ("lost_births",)
 
-    def __init__(self, hparams: Hyperparams | None = None):
-        super().__init__()
-        self.hparams = hparams or Hyperparams()
+    def __init__(self, hparams: Hyperparams | None = None, data_per_chain: bool = False):
+        super().__init__(Hyperparams() if hparams is None else hparams, data_per_chain)
 
     def init_one(self, key, init_params, X):
         return init(key, X, self.hparams, Z=init_params)

@@ -1,0 +1,128 @@
+"""The contract every estimator keeps (DESIGN.md): the fit is compiled once per shape, so a
+second fit on new data of the same shapes with new values of the continuous
+hyperparameters compiles nothing; bad input is refused with a ``ValueError`` before
+anything is traced or compiled. Compilations are counted from JAX's own monitoring events."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from jax import monitoring
+
+from bayeskit import estimators as E
+
+_TRACE = "/jax/core/compile/jaxpr_trace_duration"
+_COMPILE = "/jax/core/compile/backend_compile_duration"
+_counts = {"on": False, _TRACE: 0, _COMPILE: 0}
+
+
+def _listen(event, duration, **kwargs):
+    if _counts["on"] and event in (_TRACE, _COMPILE):
+        _counts[event] += 1
+
+
+monitoring.register_event_duration_secs_listener(_listen)
+
+
+@contextlib.contextmanager
+def count_compilations():
+    """Counts the traces and XLA compilations inside the block: ``{"traces", "compiles"}``."""
+    seen = {}
+    _counts.update({"on": True, _TRACE: 0, _COMPILE: 0})
+    try:
+        yield seen
+    finally:
+        _counts["on"] = False
+        seen.update(traces=_counts[_TRACE], compiles=_counts[_COMPILE])
+
+
+def multilabel(rng):
+    X = rng.normal(size=(30, 4))
+    return X, (X[:, :3] + 0.3 * rng.normal(size=(30, 3)) > 0).astype(int)
+
+
+def regression(rng):
+    X = rng.normal(size=(30, 2))
+    return X, np.sin(X[:, 0]) + 0.1 * rng.normal(size=30)
+
+
+def relations(rng):
+    z = np.repeat(np.arange(2), 5)
+    return ((rng.random((10, 10)) < np.where(z[:, None] == z[None], 0.8, 0.1)).astype(int),)
+
+
+def gaussian(rng):
+    return (rng.normal(size=(40, 4)) @ (np.eye(4) + 0.3 * rng.normal(size=(4, 4))),)
+
+
+def residual(rng):
+    return rng.normal(size=(40, 4)), np.eye(4) * 0.5
+
+
+def with_nan(data):
+    first = np.array(data[0], dtype=float)
+    first[1, 0] = np.nan
+    return (first, *data[1:])
+
+
+def with_bad_link(data):
+    Y = np.array(data[0])
+    Y[0, 1] = 2
+    return (Y, *data[1:])
+
+
+# name: (estimator with the continuous hyperparameters set from v, data, bad data)
+CASES = {
+    "BSMLClassifier": (lambda v: E.BSMLClassifier(n_components=2, max_iter=4, alpha_lambda=1.0 + v, beta_psi=1.0 + v),
+                       multilabel, with_nan),
+    "ProbitClassifier": (lambda v: E.ProbitClassifier(max_iter=4, alpha_lambda=1.0 + v), multilabel, with_nan),
+    "SBMoERegressor": (lambda v: E.SBMoERegressor(n_experts=3, max_iter=2, gate_steps=2, n_gate=8, n_draws=8,
+                                                   kappa0=0.01 + v / 100), regression, with_nan),
+    "RVMRegressor": (lambda v: E.RVMRegressor(gamma=0.5 + v, max_iter=10), regression, with_nan),
+    "BLSRegressor": (lambda v: E.BLSRegressor(gamma=0.5 + v, max_iter=10), regression, with_nan),
+    "FLAPRegressor": (lambda v: E.FLAPRegressor(gamma=0.5 + v, max_iter=10), regression, with_nan),
+    "BayesianLassoRegressor": (lambda v: E.BayesianLassoRegressor(num_samples=4, num_warmup=2, alpha=0.05 + v / 100),
+                               regression, with_nan),
+    "LFRMLinkPredictor": (lambda v: E.LFRMLinkPredictor(n_features_max=3, num_warmup=1, num_samples=2), relations,
+                          with_bad_link),
+    "IRMLinkPredictor": (lambda v: E.IRMLinkPredictor(n_clusters_max=3, num_warmup=1, num_samples=2, gamma=1.0 + v, beta=1.0 + v),
+                         relations, with_bad_link),
+    "MMSBLinkPredictor": (lambda v: E.MMSBLinkPredictor(n_blocks=2, max_iter=4, n_init=2, alpha=0.1 + v / 10), relations,
+                          with_bad_link),
+    "GraphicalLasso": (lambda v: E.GraphicalLasso(alpha=0.1 + v / 10), gaussian, with_nan),
+    "MinCovDet": (lambda v: E.MinCovDet(n_starts=5), gaussian, with_nan),
+    "ROBPCA": (lambda v: E.ROBPCA(n_components=2, n_starts=5, n_directions=20, alpha=0.75 + v / 100), gaussian, with_nan),
+    "RCA": (lambda v: E.RCA(n_components=1), residual, with_nan),
+    "EMRCA": (lambda v: E.EMRCA(alpha=0.1 + v / 10, noise_variance=0.5 + v / 10, n_components=1, max_iter=4), gaussian, with_nan),
+    "SparsePCA": (lambda v: E.SparsePCA(cardinality=2, beta=1e-4 * (1 + v)), gaussian, with_nan),
+}
+
+
+def test_every_estimator_has_a_case():
+    assert set(CASES) == set(E.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_second_fit_compiles_nothing_and_bad_input_compiles_nothing(name):
+    make, data, spoil = CASES[name]
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        make(0).fit(*data(rng))
+        with count_compilations() as bad:
+            with pytest.raises(ValueError):
+                make(1).fit(*spoil(data(rng)))
+        with count_compilations() as second:
+            make(1).fit(*data(rng))
+    assert bad == {"traces": 0, "compiles": 0}
+    assert second == {"traces": 0, "compiles": 0}
+
+
+def test_the_counter_sees_a_compilation():
+    with count_compilations() as seen:
+        jax.jit(lambda x: x * 3.0 + 1.0)(np.arange(7.0)).block_until_ready()
+    assert seen["traces"] >= 1 and seen["compiles"] >= 1
