@@ -93,10 +93,10 @@ def bench_restarts(args) -> dict:
     for name in ("emotions", "scene"):
         X_train, Y_train, _, _ = load_mulan(name)
         X, Y = jnp.asarray(X_train), jnp.asarray(Y_train, jnp.int8)
-        hp = bsml._leaves_as_arrays(bsml.Hyperparams(n_components=6), X.dtype)
+        hp = bsml.Hyperparams(n_components=6)
 
         def one(key, X, Y):
-            return bsml._fit(key, X, Y, hp, max_iter=500, tol=0.0, progress=None, throw=False)
+            return bsml.fit(key, X, Y, hp, max_iter=500, tol=0.0, throw=False)
 
         compiled = jax.jit(one).lower(jax.random.key(0), X, Y).compile()
         t0 = time.perf_counter()

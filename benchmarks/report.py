@@ -41,7 +41,10 @@ SCRIPTS = {
     "hsic": ("bench_hsic.py", "hsic.json", ["--repeats", "1"]),
     "robpca": ("bench_robpca.py", "robpca.json", []),
     "sparse_pca": ("bench_sparse_pca.py", "sparse_pca.json", []),
+    "estimators": ("bench_estimators.py", "estimators.json", ["--quick"]),
 }
+# sections titled otherwise than by the model's name
+TITLES = {"estimators": "Estimators: second fit against the functional call"}
 
 
 def row(case, ours=None, peer=None, peer_s=None, accuracy="", compile_s=None) -> dict:
@@ -194,7 +197,57 @@ def rows_sparse_pca(d):
     return out
 
 
+def rows_estimators(d):
+    """One row per estimator and size: the second fit (new data of the same shapes, new float
+    hyperparameters; median) against the functional call it wraps on the same data (median,
+    after a warm-up). The functional call stands where a peer does, so ``ratio`` is functional /
+    estimator; the first fit (compilation included) stands where compile time does."""
+    out = []
+    for c in d.get("cases", []):
+        case = f"{c['estimator']}, {c['size']}" + (f": {c['problem']}" if c.get("problem") else "")
+        if "error" in c:
+            out.append({**row(case, accuracy=f"failed: {c['error']}"), "error": c["error"]})
+            continue
+        r = row(case, c["second_fit_s"], c["functional"], c["functional_s"], compile_s=c["first_fit_s"])
+        iters = c.get("n_iter", {})
+        r.update(traces=c["second_fit_traces"], compilations=c["second_fit_compilations"], target_s=c["target_s"],
+                 meets_target=c["meets_target"], repeats=c.get("repeats"), traced=c.get("second_fit_traced", {}),
+                 iterations=(iters.get("estimator"), iters.get("functional")), same_iterations=c.get("same_iterations", True))
+        out.append(r)
+    return out
+
+
+def table_estimators(rows, data) -> list[str]:
+    """The estimators' own columns: first fit, second fit, functional call, their ratio, the
+    traces and compilations in the second fit, and whether the target holds."""
+    quick = " Quick run (`--quick`): small sizes only." if data.get("quick") else ""
+    lines = [f"Second fit: a new estimator on new data of the same shapes, with new values of the continuous "
+             f"hyperparameters, median of {data.get('repeats', '?')}; functional call: the call the estimator wraps on "
+             f"the same data and settings, after a warm-up. Target: {data.get('target', 'second fit <= 1.5 x functional call + 5 ms')}."
+             f"{quick}",
+             "", "| estimator, size: problem | first fit | second fit | functional call | second / functional | traces / compilations "
+             "in the second fit | target |", "|---|---|---|---|---|---|---|"]
+    met = failed = 0
+    for r in rows:
+        if "error" in r:
+            failed += 1
+            lines.append(f"| {r['case']} | — | — | — | — | — | {r['accuracy'].replace('|', '/')} |")
+            continue
+        met += r["meets_target"]
+        ratio = r["ours"] / r["peer_s"] if r["peer_s"] else None
+        ours_iter, their_iter = r["iterations"]
+        differ = "" if r["same_iterations"] else f" (iterations {ours_iter} / {their_iter})"
+        traced = ", ".join(f"{name} x{n}" for name, n in list(r["traced"].items())[:3])
+        lines.append(f"| {r['case']} | {fmt(r['compile_s'])} | {fmt(r['ours'])} | {fmt(r['peer_s'])} ({r['peer']}) | "
+                     f"{'—' if ratio is None else f'{ratio:.2f}x'}{differ} | {r['traces']} / {r['compilations']}"
+                     f"{f' ({traced})' if traced else ''} | {'met' if r['meets_target'] else '**missed**'} "
+                     f"(<= {fmt(r['target_s'])}) |")
+    return lines + ["", f"Target met in {met} of {len(rows) - failed} measured cases" + (f" ({failed} failed to run)." if failed else ".")]
+
+
 EXTRACT = {name: globals()[f"rows_{name}"] for name in SCRIPTS}
+# sections with their own table (rows, the results file's data) -> lines; the others use the common one
+TABLES = {"estimators": table_estimators}
 
 
 def run_benchmark(name: str, device: str, quick: bool, bsml_peer: str | None = None) -> dict:
@@ -240,7 +293,7 @@ def report(names, runs: dict, device: str) -> str:
              "benchmark script, peers included; the script's docstring says what is timed.", ""]
     for name in names:
         script, result_file, _ = SCRIPTS[name]
-        lines += [f"## {name} (`benchmarks/{script}`)", ""]
+        lines += [f"## {TITLES.get(name, name)} (`benchmarks/{script}`)", ""]
         run = runs.get(name)
         if run:
             lines += [f"Run now: exit status {run['returncode']}, {run['seconds']:.0f} s, log `{run['log']}`.", ""]
@@ -257,6 +310,9 @@ def report(names, runs: dict, device: str) -> str:
             rows = EXTRACT[name](data)
         except (KeyError, TypeError, ValueError) as e:
             lines += [f"The results file has an unexpected layout ({type(e).__name__}: {e}).", ""]
+            continue
+        if name in TABLES:
+            lines += TABLES[name](rows, data) + [""]
             continue
         lines += ["| case | ours | peer | peer's time | ratio | reached (ours / peer) | compile |", "|---|---|---|---|---|---|---|"]
         for r in rows:

@@ -55,8 +55,8 @@ def bsml_case(n: int, d: int):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, d))
     Y = (X @ rng.normal(size=(d, 5)) > 0).astype(np.int8)
-    hp = bsml._leaves_as_arrays(bsml.Hyperparams(n_components=5), jnp.float64)
-    f = jax.jit(lambda k, X, Y: bsml._fit(k, X, Y, hp, max_iter=20, tol=0.0, progress=None, throw=False).trace)
+    hp = bsml.Hyperparams(n_components=5)
+    f = jax.jit(lambda k, X, Y: bsml.fit(k, X, Y, hp, max_iter=20, tol=0.0, throw=False).trace)
     return f, (jax.random.key(0), jnp.asarray(X), jnp.asarray(Y))
 
 
