@@ -272,7 +272,7 @@ def case_sparse_pca(size: str) -> Case:
         draw, problem = (lambda s: (datasets.zipf_corpus(10_000, 100_000, seed=s)[0],)), "zipf_corpus 10,000 documents x 100,000 words (CSR)"
     # the penalty: the 40th largest word variance of the first draw, then 1.2 times it
     alpha = float(np.sort(sparse_pca.feature_variances(draw(0)[0]))[::-1][40])
-    options = dict(max_features=2000, beta=1e-4, n_sweeps=20, threshold=1e-3)
+    options = dict(max_features=2000, beta=1e-4, max_iter=20, threshold=1e-3)
 
     def functional(hp):
         if hasattr(sparse_pca, "fit_components"):
@@ -347,7 +347,7 @@ def case_probit(size: str) -> Case:
 
     def functional(hp):
         f = eqx.filter_jit(lambda k, X, Y, pr: probit.fit(k, X, Y, pr, max_iter=max_iter, tol=1e-6, throw=False))
-        priors = as_arrays(probit.ClassifierPriors(alpha_lambda=hp["alpha_lambda"]))
+        priors = as_arrays(probit.Hyperparams(alpha_lambda=hp["alpha_lambda"]))
         return lambda seed, X, Y: f(key(seed), X, jnp.asarray(Y, jnp.int8), priors)
 
     return Case(f"{problem}, at most {max_iter} sweeps", lambda s: mulan_draw(name, n, s),

@@ -115,7 +115,7 @@ def test_vmapped_fit_result_with_hyperparameters(tmp_path):
     with its hyperparameters."""
     from bayeskit.multilabel import probit
 
-    priors = probit.ClassifierPriors(alpha_lambda=2.0)
+    priors = probit.Hyperparams(alpha_lambda=2.0)
     keys = jax.random.split(jax.random.key(0), 3)
     Y = Y_ML[:, :1].astype(np.int8)  # the shapes of ProbitClassifier's case: its predict_proba is compiled already
     result = jax.vmap(lambda k: probit.fit(k, X, Y, priors, max_iter=3, throw=False))(keys)

@@ -105,7 +105,7 @@ def test_components_robpca_mcd_glasso_sparse_pca():
     check(lambda S, hp: glasso.fit(S, hp, throw=False), None, (S,), glasso.Hyperparams(np.linspace(0.05, 0.5, B)),
           in_axes=(None, 0), leaves=lambda r: r.state.precision, atol=1e-6)  # vmapped problems sweep the
     # union of their free sets in lockstep (glasso's batching rule): another batch, another union
-    check(lambda lam: sparse_pca.fit(S, lam, n_sweeps=10).state.X, None, (np.linspace(0.05, 0.5, B),))
+    check(lambda lam: sparse_pca.fit(S, sparse_pca.Hyperparams(lam), max_iter=10).state.X, None, (np.linspace(0.05, 0.5, B),))
 
 
 def test_dependence_hsic_tests():

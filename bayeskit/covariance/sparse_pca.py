@@ -19,8 +19,8 @@ and x, Sigma into S, s and sigma, and t = Tr Y, c = sigma - lambda - t, the row'
     y = Y u / r,   x = c + r.                                                                (5)
 
 Each update maximises F over its row and column exactly, so F never decreases. ``beta`` is
-small (the barrier keeps X positive definite); the fit sweeps all rows ``n_sweeps`` times
-or until F changes by less than ``tol`` relative.
+small (the barrier keeps X positive definite); the fit sweeps all rows ``max_iter`` times
+or until F changes by less than ``tol`` relative. ``Hyperparams`` holds lambda and beta.
 
 Safe feature elimination (the paper's Theorem 2.1): a feature with Sigma_ii < lambda is zero
 in every optimal solution and is removed before solving; ties at lambda stay. The sparse
@@ -44,24 +44,31 @@ from bayeskit.core.status import FitResult
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
 
+class Hyperparams(eqx.Module):
+    """``lam``: the sparsity penalty lambda of (1)-(3); ``beta``: the log-barrier weight of (3)."""
+
+    lam: Float[Array, ""] | float = 0.1
+    beta: Float[Array, ""] | float = 1e-4
+
+
 class State(eqx.Module):
     """BCA state: the matrix ``X`` of (2)-(3)."""
 
     X: Float[Array, "n n"]
 
 
-def objective(state: State, Sigma, lam, beta) -> Array:
+def objective(state: State, Sigma, hparams: Hyperparams) -> Array:
     """F(X) of (3)."""
-    X = state.X
+    X, lam, beta = state.X, hparams.lam, hparams.beta
     _, logdet = jnp.linalg.slogdet(X)
     return jnp.sum(Sigma * X) - lam * jnp.sum(jnp.abs(X)) - 0.5 * jnp.trace(X) ** 2 + beta * logdet
 
 
-def init(Sigma, lam) -> State:
+def init(Sigma, hparams: Hyperparams) -> State:
     """X = x0 I with x0 maximising (3) among multiples of I without the barrier, at least a
     small positive value: x0 = max(mean(diag Sigma) - lambda, 0) / n + 1e-3."""
     n = Sigma.shape[0]
-    x0 = jnp.maximum(jnp.mean(jnp.diagonal(Sigma)) - lam, 0.0) / n + 1e-3
+    x0 = jnp.maximum(jnp.mean(jnp.diagonal(Sigma)) - hparams.lam, 0.0) / n + 1e-3
     return State(x0 * jnp.eye(n, dtype=Sigma.dtype))
 
 
@@ -124,20 +131,28 @@ def row_update(X, j, Sigma, lam, beta) -> Array:
     return X.at[j, j].set(c + r)
 
 
-def update(state: State, Sigma, lam, beta) -> State:
+def update(state: State, Sigma, hparams: Hyperparams) -> State:
     """One sweep of (4)-(5) over all rows."""
-    X = jax.lax.fori_loop(0, Sigma.shape[0], lambda j, X: row_update(X, j, Sigma, lam, beta), state.X)
+    step = lambda j, X: row_update(X, j, Sigma, hparams.lam, hparams.beta)
+    X = jax.lax.fori_loop(0, Sigma.shape[0], step, state.X)
     return State(X)
 
 
-def fit(Sigma, lam, *, beta: float = 1e-4, n_sweeps: int = 20, tol: float = 1e-9, init_state: State | None = None
-        ) -> FitResult:
-    """BCA on (3) for the covariance ``Sigma`` and penalty ``lam``; ``result.trace`` holds F
-    after each sweep (non-decreasing)."""
+def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, init_state: State | None = None,
+        throw: bool = False) -> FitResult:
+    """BCA on (3) for the covariance ``Sigma`` (n, n); ``result.state.X`` is X and
+    ``result.trace`` F after each sweep (non-decreasing). Jitted once per shape and
+    ``max_iter``: new penalties and data compile nothing; vmappable over both."""
     Sigma = jnp.asarray(Sigma)
-    state = init(Sigma, lam) if init_state is None else init_state
-    return loop.run(lambda s: update(s, Sigma, lam, beta), lambda s: objective(s, Sigma, lam, beta), state,
-                    max_iter=n_sweeps, tol=tol, progress=False, throw=False)
+    return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, Sigma.dtype),
+                throw=throw)
+
+
+@eqx.filter_jit
+def _fit(Sigma, hparams: Hyperparams, init_state, *, max_iter, tol, throw) -> FitResult:
+    state = init(Sigma, hparams) if init_state is None else init_state
+    return loop.run(lambda s: update(s, Sigma, hparams), lambda s: objective(s, Sigma, hparams), state,
+                    max_iter=max_iter, tol=tol, progress=False, throw=throw)
 
 
 def leading_component(X, threshold: float = 1e-3) -> Array:
@@ -219,7 +234,7 @@ class Deflated:
         return self.moments.block(S) + A.T @ B + B.T @ A + A.T @ self.BV @ A
 
 
-def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: float, n_sweeps: int,
+def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: float, max_iter: int,
                  threshold: float) -> tuple[np.ndarray, int]:
     """The sparse component (p,) of the deflated covariance at penalty ``lam`` and the number
     of features that survive safe elimination (the solve uses at most ``max_features`` of
@@ -235,7 +250,7 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
     size = 1 << int(np.ceil(np.log2(max(len(solved), MIN_BLOCK))))  # padded to a power of two: few compiled shapes
     padded = np.zeros((size, size))
     padded[: len(solved), : len(solved)] = Sigma
-    on = _solve(jnp.asarray(padded), lam, beta, threshold, n_sweeps)
+    on = _solve(jnp.asarray(padded), Hyperparams(lam, beta), threshold, max_iter)
     support = solved[np.nonzero(np.asarray(on)[: len(solved)])[0]]
     v = np.zeros(variances.shape[0])
     if support.size:  # the loadings on the support: the leading eigenvector of its block (the most variance there)
@@ -244,17 +259,17 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
     return v, int(kept.size)
 
 
-@partial(jax.jit, static_argnames=("n_sweeps",))
-def _solve(Sigma, lam, beta, threshold, n_sweeps):
+@partial(jax.jit, static_argnames=("max_iter",))
+def _solve(Sigma, hparams: Hyperparams, threshold, max_iter):
     """BCA on a padded block, then the support of its thresholded leading component: the
     zero rows of the padding have variance 0 < lambda, so safe elimination makes them zero
     at the optimum and the solution on the real block is the unpadded one. One compiled
     program per padded size (powers of two); penalties and data are values."""
-    X = fit(Sigma, lam, beta=beta, n_sweeps=n_sweeps, tol=1e-9).state.X
+    X = fit(Sigma, hparams, max_iter=max_iter, tol=1e-9).state.X
     return leading_component(X, threshold) != 0
 
 
-def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, beta: float, n_sweeps: int,
+def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, beta: float, max_iter: int,
                    threshold: float, max_steps: int = 40):
     """Bisection on lambda for a component with ``cardinality`` non-zeros, between 0 (or the
     variance of rank ``max_features``) and the variance of rank ``cardinality`` (above it,
@@ -266,7 +281,7 @@ def search_penalty(deflated: Deflated, cardinality: int, *, max_features: int, b
     best = None
     for _ in range(max_steps):
         lam = 0.5 * (low + high)
-        v, kept = component_at(deflated, lam, max_features=max_features, beta=beta, n_sweeps=n_sweeps,
+        v, kept = component_at(deflated, lam, max_features=max_features, beta=beta, max_iter=max_iter,
                                threshold=threshold)
         card = int(np.count_nonzero(v))
         if best is None or abs(card - cardinality) < abs(best[3] - cardinality):
@@ -291,7 +306,7 @@ class Components(eqx.Module):
 
 
 def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
-                   max_features: int = 2000, beta: float = 1e-4, n_sweeps: int = 20, threshold: float = 1e-3) -> Components:
+                   max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> Components:
     """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),
     each of the covariance deflated by the ones before (projection deflation), at the fixed
     penalty ``alpha`` or at the penalty found by bisection for ``cardinality`` non-zeros
@@ -301,7 +316,7 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
         raise ValueError("give exactly one of cardinality and alpha.")
     moments = Moments(data)
     p = moments.variances.shape[0]
-    options = dict(max_features=int(max_features), beta=float(beta), n_sweeps=int(n_sweeps), threshold=float(threshold))
+    options = dict(max_features=int(max_features), beta=float(beta), max_iter=int(max_iter), threshold=float(threshold))
     V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
     for _ in range(n_components):
         deflated = Deflated(moments, V)
@@ -318,5 +333,5 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     return Components(V.T, np.array(alphas), np.array(kept), np.array(explained), moments.mean)
 
 
-__all__ = ["Components", "fit_components", "Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update",
+__all__ = ["Hyperparams", "Components", "fit_components", "Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update",
            "objective", "fit", "row_update", "box_qp", "cubic_root", "leading_component", "safe_features", "feature_variances"]

@@ -277,8 +277,8 @@ class SparsePCA(TransformerMixin, BaseEstimator):
         The penalty lambda, fixed for every component.
     max_features : int
         At most this many surviving features (those of largest variance) enter a solve.
-    beta, n_sweeps, threshold
-        The log-barrier weight, the BCA sweeps, and the relative size below which a loading
+    beta, max_iter, threshold
+        The log-barrier weight, the most BCA sweeps per solve, and the relative size below which a loading
         of the leading eigenvector is set to zero.
 
     Attributes
@@ -291,14 +291,14 @@ class SparsePCA(TransformerMixin, BaseEstimator):
     mean_ : (p,) feature means
     """
 
-    def __init__(self, n_components=1, *, cardinality=None, alpha=None, max_features=2000, beta=1e-4, n_sweeps=20,
+    def __init__(self, n_components=1, *, cardinality=None, alpha=None, max_features=2000, beta=1e-4, max_iter=20,
                  threshold=1e-3):
         self.n_components = n_components
         self.cardinality = cardinality
         self.alpha = alpha
         self.max_features = max_features
         self.beta = beta
-        self.n_sweeps = n_sweeps
+        self.max_iter = max_iter
         self.threshold = threshold
 
     def fit(self, X, y=None):
@@ -307,13 +307,14 @@ class SparsePCA(TransformerMixin, BaseEstimator):
         self.n_features_in_ = p
         validation.check_int_in("n_components", self.n_components, 1, p)
         validation.check_int_in("max_features", self.max_features, 1)
+        validation.check_int_in("max_iter", self.max_iter, 1)
         validation.check_positive(beta=self.beta)
         if self.cardinality is not None:
             validation.check_int_in("cardinality", self.cardinality, 1, p)
         elif self.alpha is not None:
             glasso.check_alpha(self.alpha)
         r = sparse_pca.fit_components(X, self.n_components, cardinality=self.cardinality, alpha=self.alpha,
-                                      max_features=self.max_features, beta=self.beta, n_sweeps=self.n_sweeps,
+                                      max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
                                       threshold=self.threshold)
         self.components_, self.alphas_, self.n_features_kept_ = r.components, r.alphas, r.n_features_kept
         self.explained_variance_, self.mean_ = r.explained_variance, r.mean

@@ -237,8 +237,8 @@ class ProbitClassifier(_MultilabelMixin, BaseEstimator):
         validation.check_choice("predictive", self.predictive, bsml.PREDICTIVES)
         validation.check_int_in("max_iter", self.max_iter, 1)
         X, Y = self._validate_fit_input(X, Y, allow_missing=False)
-        priors = probit.ClassifierPriors(self.alpha_lambda, self.beta_lambda, self.alpha_psi, self.beta_psi)
-        result = probit.fit(_key(self.random_state), X, Y, priors, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
+        hp = probit.Hyperparams(self.alpha_lambda, self.beta_lambda, self.alpha_psi, self.beta_psi)
+        result = probit.fit(_key(self.random_state), X, Y, hp, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
         self.dtype_ = np.dtype(jnp.asarray(X).dtype)
         return self._finish_fit(Y, result, 1)
 

@@ -37,7 +37,7 @@ def run_ssdrmc(X_train, Y_train, X_test, Y_test, n_components):
     t0 = time.perf_counter()
     res = jax.block_until_ready(ssdrmc.fit(jnp.asarray(X), jnp.asarray(Y), n_components, throw=False))
     seconds = time.perf_counter() - t0
-    scores = np.asarray(res.scores)[X_train.shape[0]:]
+    scores = np.asarray(res.state.scores)[X_train.shape[0]:]
     report = multilabel_report(Y_test, scores)
     report.update(train_seconds=seconds, n_iter=int(res.n_iter))
     return report

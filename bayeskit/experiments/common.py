@@ -52,9 +52,9 @@ def fit_bsml(X_train, Y_train, X_test, Y_test, hp: bsml.Hyperparams, *, seed=0, 
 def fit_probit(F_train, Y_train, F_test, Y_test, *, seed=0, max_iter=500, tol=0.0):
     """PROBIT on given features (raw or projected)."""
     F = jnp.asarray(F_train)
-    priors = loop.as_arrays(probit.ClassifierPriors(), F.dtype)
-    fit = jax.jit(lambda key, F, Y, priors: probit.fit(key, F, Y, priors, max_iter=max_iter, tol=tol, throw=False))
-    result, compile_s, run_s = timed(fit, jax.random.key(seed), F, jnp.asarray(Y_train, jnp.int8), priors)
+    hp = loop.as_arrays(probit.Hyperparams(), F.dtype)
+    fit = jax.jit(lambda key, F, Y, hp: probit.fit(key, F, Y, hp, max_iter=max_iter, tol=tol, throw=False))
+    result, compile_s, run_s = timed(fit, jax.random.key(seed), F, jnp.asarray(Y_train, jnp.int8), hp)
     report = multilabel_report(Y_test, probit.predict_proba(result.state, F_test))
     report.update(train_seconds=run_s, compile_seconds=compile_s)
     return report

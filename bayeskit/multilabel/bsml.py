@@ -86,9 +86,9 @@ class Hyperparams(eqx.Module):
     gamma_pos: float | Array = 0.5
     gamma_neg: float | Array = 0.5
 
-    def classifier_priors(self) -> probit.ClassifierPriors:
+    def classifier_priors(self) -> probit.Hyperparams:
         margin = self.margin if self.margin is not None else (0.5 if self.semisupervised else 0.0)
-        return probit.ClassifierPriors(
+        return probit.Hyperparams(
             alpha_lambda=self.alpha_lambda,
             beta_lambda=self.beta_lambda,
             alpha_psi=self.alpha_psi,
@@ -123,7 +123,7 @@ class State(eqx.Module):
     z_mean : (N, R) embedding means; z_cov (R, R) the covariance shared by every z_i;
     z_logdet its log determinant.
     xq : (N, R) ``X <Q>``, kept from the Z update for the bound.
-    classifier : the probit block, :class:`bayeskit.multilabel.probit.ClassifierState`.
+    classifier : the probit block, :class:`bayeskit.multilabel.probit.State`.
     jitter : largest jitter any factorisation needed in the last sweep (0 normally).
     ok : whether every factorisation of the last sweep succeeded.
     """
@@ -138,7 +138,7 @@ class State(eqx.Module):
     z_cov: Array
     z_logdet: Array
     xq: Array
-    classifier: probit.ClassifierState
+    classifier: probit.State
     jitter: Array
     ok: Array
 

@@ -43,11 +43,11 @@ from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult
 
 
-class ClassifierPriors(eqx.Module):
+class Hyperparams(eqx.Module):
     """Gamma hyperparameters of the bias and weight precisions, and the label model.
 
     ``margin`` is the low-density half-width (0 for supervised probit, 1/2 for the
-    semi-supervised model); ``gamma_pos`` / ``gamma_neg`` are the class priors of
+    semi-supervised model); ``gamma_pos`` / ``gamma_neg`` are the class hparams of
     unobserved labels.
     """
 
@@ -60,7 +60,7 @@ class ClassifierPriors(eqx.Module):
     gamma_neg: float | Array = 0.5
 
 
-class ClassifierState(eqx.Module):
+class State(eqx.Module):
     """Variational factors of the per-label classifiers.
 
     Attributes
@@ -85,19 +85,19 @@ class ClassifierState(eqx.Module):
     jitter: Array
 
 
-def init_classifier(key: PRNGKeyArray, Y: Array, n_features: int, priors: ClassifierPriors, dtype) -> ClassifierState:
+def init_classifier(key: PRNGKeyArray, Y: Array, n_features: int, hparams: Hyperparams, dtype) -> State:
     """The author's initialisation: standard normal means, identity covariances, Gamma
     scales at the prior scale, and ``<t> = |N(0,1)| sign(y)`` (plus the margin)."""
     n, n_labels = Y.shape
     k_coef, k_t = jax.random.split(key)
     c = lambda v: jnp.asarray(v, dtype)
     sign = jnp.where(Y == 1, 1.0, -1.0).astype(dtype)
-    t_mean = (jnp.abs(jax.random.normal(k_t, (n, n_labels), dtype)) + c(priors.margin)) * sign
-    return ClassifierState(
-        lambda_shape=jnp.full((n_labels,), c(priors.alpha_lambda) + 0.5),
-        lambda_scale=jnp.full((n_labels,), c(priors.beta_lambda)),
-        psi_shape=jnp.full((n_labels, n_features), c(priors.alpha_psi) + 0.5),
-        psi_scale=jnp.full((n_labels, n_features), c(priors.beta_psi)),
+    t_mean = (jnp.abs(jax.random.normal(k_t, (n, n_labels), dtype)) + c(hparams.margin)) * sign
+    return State(
+        lambda_shape=jnp.full((n_labels,), c(hparams.alpha_lambda) + 0.5),
+        lambda_scale=jnp.full((n_labels,), c(hparams.beta_lambda)),
+        psi_shape=jnp.full((n_labels, n_features), c(hparams.alpha_psi) + 0.5),
+        psi_scale=jnp.full((n_labels, n_features), c(hparams.beta_psi)),
         coef_mean=jax.random.normal(k_coef, (n_labels, n_features + 1), dtype),
         coef_cov=jnp.broadcast_to(jnp.eye(n_features + 1, dtype=dtype), (n_labels, n_features + 1, n_features + 1)),
         coef_logdet=jnp.zeros((n_labels,), dtype),
@@ -107,30 +107,30 @@ def init_classifier(key: PRNGKeyArray, Y: Array, n_features: int, priors: Classi
     )
 
 
-def coef_second_moments(cs: ClassifierState) -> Array:
+def coef_second_moments(cs: State) -> Array:
     """``E[[b; w][b; w]']`` per label, shape (L, K + 1, K + 1)."""
     return cs.coef_cov + cs.coef_mean[:, :, None] * cs.coef_mean[:, None, :]
 
 
-def update_precisions(cs: ClassifierState, priors: ClassifierPriors) -> ClassifierState:
+def update_precisions(cs: State, hparams: Hyperparams) -> State:
     """Updates (5) and (6): Gamma factors of the bias and weight precisions."""
     dtype = cs.coef_mean.dtype
     second = cs.coef_mean**2 + jnp.diagonal(cs.coef_cov, axis1=-2, axis2=-1)
-    lam_scale = 1 / (1 / jnp.asarray(priors.beta_lambda, dtype) + 0.5 * second[:, 0])
-    psi_scale = 1 / (1 / jnp.asarray(priors.beta_psi, dtype) + 0.5 * second[:, 1:])
+    lam_scale = 1 / (1 / jnp.asarray(hparams.beta_lambda, dtype) + 0.5 * second[:, 0])
+    psi_scale = 1 / (1 / jnp.asarray(hparams.beta_psi, dtype) + 0.5 * second[:, 1:])
     return eqx.tree_at(
         lambda s: (s.lambda_shape, s.lambda_scale, s.psi_shape, s.psi_scale),
         cs,
         (
-            jnp.full_like(cs.lambda_shape, jnp.asarray(priors.alpha_lambda, dtype) + 0.5),
+            jnp.full_like(cs.lambda_shape, jnp.asarray(hparams.alpha_lambda, dtype) + 0.5),
             lam_scale,
-            jnp.full_like(cs.psi_shape, jnp.asarray(priors.alpha_psi, dtype) + 0.5),
+            jnp.full_like(cs.psi_shape, jnp.asarray(hparams.alpha_psi, dtype) + 0.5),
             psi_scale,
         ),
     )
 
 
-def update_coefficients(cs: ClassifierState, gram: Array, cross: Array) -> ClassifierState:
+def update_coefficients(cs: State, gram: Array, cross: Array) -> State:
     """Update (7): ``q(b_o, w_o)`` for all labels with one batched Cholesky.
 
     Parameters
@@ -154,7 +154,7 @@ def update_coefficients(cs: ClassifierState, gram: Array, cross: Array) -> Class
     )
 
 
-def auxiliary_moments(loc: Array, Y: Int[Array, "n l"], priors: ClassifierPriors, semisupervised: bool):
+def auxiliary_moments(loc: Array, Y: Int[Array, "n l"], hparams: Hyperparams, semisupervised: bool):
     """``log Z`` and ``E[t] - loc`` of ``q(t)`` with location ``loc`` (eq. (8), Section 3.2).
 
     A label ``y`` (sign ``s = +-1``) truncates to ``s t > margin``: ``s (t - loc)`` is a
@@ -162,15 +162,15 @@ def auxiliary_moments(loc: Array, Y: Int[Array, "n l"], priors: ClassifierPriors
     two one-sided pieces with weights ``gamma_+- Phi(+-loc - margin)``.
     """
     dtype = loc.dtype
-    margin = jnp.asarray(priors.margin, dtype)
+    margin = jnp.asarray(hparams.margin, dtype)
     sign = jnp.where(Y == 1, 1.0, -1.0).astype(dtype)
     log_z, lam = lower_tail(margin - sign * loc)
     shift = sign * lam
     if semisupervised:
         log_z_pos, lam_pos = lower_tail(margin - loc)
         log_z_neg, lam_neg = lower_tail(margin + loc)
-        log_w_pos = jnp.log(jnp.asarray(priors.gamma_pos, dtype)) + log_z_pos
-        log_w_neg = jnp.log(jnp.asarray(priors.gamma_neg, dtype)) + log_z_neg
+        log_w_pos = jnp.log(jnp.asarray(hparams.gamma_pos, dtype)) + log_z_pos
+        log_w_neg = jnp.log(jnp.asarray(hparams.gamma_neg, dtype)) + log_z_neg
         log_z_u = jnp.logaddexp(log_w_pos, log_w_neg)
         shift_u = jnp.exp(log_w_pos - log_z_u) * lam_pos - jnp.exp(log_w_neg - log_z_u) * lam_neg
         missing = Y < 0
@@ -179,9 +179,9 @@ def auxiliary_moments(loc: Array, Y: Int[Array, "n l"], priors: ClassifierPriors
     return log_z, shift
 
 
-def update_auxiliary(cs: ClassifierState, scores: Array, Y: Array, priors: ClassifierPriors, semisupervised: bool) -> ClassifierState:
+def update_auxiliary(cs: State, scores: Array, Y: Array, hparams: Hyperparams, semisupervised: bool) -> State:
     """Update (8): ``q(t)`` centred at the current mean scores ``<b_o> + <w_o>'<f_i>``."""
-    _, shift = auxiliary_moments(scores, Y, priors, semisupervised)
+    _, shift = auxiliary_moments(scores, Y, hparams, semisupervised)
     return eqx.tree_at(lambda s: (s.t_loc, s.t_mean), cs, (scores, scores + shift))
 
 
@@ -199,18 +199,18 @@ def augmented_cross(features_mean: Array, t_mean: Array) -> Array:
     return jnp.concatenate([jnp.sum(t_mean, axis=0)[None], features_mean.T @ t_mean], axis=0)
 
 
-def mean_scores(cs: ClassifierState, features_mean: Array) -> Array:
+def mean_scores(cs: State, features_mean: Array) -> Array:
     """``<b_o> + <w_o>' <f_i>`` of shape (N, L)."""
     return features_mean @ cs.coef_mean[:, 1:].T + cs.coef_mean[:, 0]
 
 
 def classifier_elbo(
-    cs: ClassifierState,
+    cs: State,
     features_mean: Array,
     gram: Array,
     features_cov: Array | None,
     Y: Array,
-    priors: ClassifierPriors,
+    hparams: Hyperparams,
     semisupervised: bool,
 ) -> Array:
     """ELBO terms of ``lambda, Psi, (b, W)`` and ``T`` (Appendix A), given the features.
@@ -221,14 +221,14 @@ def classifier_elbo(
     dtype = cs.coef_mean.dtype
     n_feat = cs.psi_shape.shape[1]
     second = cs.coef_mean**2 + jnp.diagonal(cs.coef_cov, axis1=-2, axis2=-1)
-    elbo = expfam.gamma_elbo(cs.lambda_shape, cs.lambda_scale, jnp.asarray(priors.alpha_lambda, dtype), jnp.asarray(priors.beta_lambda, dtype))
-    elbo += expfam.gamma_elbo(cs.psi_shape, cs.psi_scale, jnp.asarray(priors.alpha_psi, dtype), jnp.asarray(priors.beta_psi, dtype))
+    elbo = expfam.gamma_elbo(cs.lambda_shape, cs.lambda_scale, jnp.asarray(hparams.alpha_lambda, dtype), jnp.asarray(hparams.beta_lambda, dtype))
+    elbo += expfam.gamma_elbo(cs.psi_shape, cs.psi_scale, jnp.asarray(hparams.alpha_psi, dtype), jnp.asarray(hparams.beta_psi, dtype))
     elbo += expfam.normal_given_precision(second[:, 0], cs.lambda_shape, cs.lambda_scale)
     elbo += expfam.normal_given_precision(second[:, 1:], cs.psi_shape, cs.psi_scale)
     elbo += expfam.gaussian_entropy(cs.coef_logdet, n_feat + 1)
     # T: sum log Z - (loc - o)^2/2 - (loc - o)<u> - Var(score)/2.
     scores = mean_scores(cs, features_mean)
-    log_z, shift = auxiliary_moments(cs.t_loc, Y, priors, semisupervised)
+    log_z, shift = auxiliary_moments(cs.t_loc, Y, hparams, semisupervised)
     gap = cs.t_loc - scores
     elbo += jnp.sum(log_z - 0.5 * gap * gap - gap * shift)
     # sum_i Var(b_o + w_o' f_i) = tr(S_o E[F'F]) + N tr(E[w_o w_o'] Sigma_f) for each o.
@@ -239,7 +239,7 @@ def classifier_elbo(
     return elbo - 0.5 * var_sum
 
 
-def predictive_scores(cs: ClassifierState, features: Array) -> tuple[Array, Array]:
+def predictive_scores(cs: State, features: Array) -> tuple[Array, Array]:
     """Mean and variance of ``t*`` for new features (Section 2.4): the (b, W)
     uncertainty ``[1 z*]' S_o [1 z*]`` plus the unit noise, with no N* x N* matrix."""
     mean = mean_scores(cs, features)
@@ -248,7 +248,7 @@ def predictive_scores(cs: ClassifierState, features: Array) -> tuple[Array, Arra
     return mean, var
 
 
-def predictive_probability(mean: Array, var: Array, priors: ClassifierPriors, semisupervised: bool, predictive: str) -> Array:
+def predictive_probability(mean: Array, var: Array, hparams: Hyperparams, semisupervised: bool, predictive: str) -> Array:
     """``P(y* = 1)`` from the predictive ``t* ~ N(mean, var)``.
 
     ``predictive="consistent"`` uses the standard deviation: ``Phi(mean / sqrt(var))``,
@@ -262,9 +262,9 @@ def predictive_probability(mean: Array, var: Array, priors: ClassifierPriors, se
     if not semisupervised:
         return jnp.exp(log_ndtr(mean / sd))
     dtype = mean.dtype
-    margin = jnp.asarray(priors.margin, dtype)
-    log_pos = jnp.log(jnp.asarray(priors.gamma_pos, dtype)) + log_ndtr((mean - margin) / sd)
-    log_neg = jnp.log(jnp.asarray(priors.gamma_neg, dtype)) + log_ndtr((-mean - margin) / sd)
+    margin = jnp.asarray(hparams.margin, dtype)
+    log_pos = jnp.log(jnp.asarray(hparams.gamma_pos, dtype)) + log_ndtr((mean - margin) / sd)
+    log_neg = jnp.log(jnp.asarray(hparams.gamma_neg, dtype)) + log_ndtr((-mean - margin) / sd)
     return jnp.exp(log_pos - jnp.logaddexp(log_pos, log_neg))
 
 
@@ -283,27 +283,27 @@ def prepare(X: Array, Y: Array) -> Data:
     return Data(X, Y, augmented_gram(X, X.T @ X))
 
 
-def init(key: PRNGKeyArray, data: Data, priors: ClassifierPriors) -> ClassifierState:
-    return init_classifier(key, data.Y, data.X.shape[1], priors, data.X.dtype)
+def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
+    return init_classifier(key, data.Y, data.X.shape[1], hparams, data.X.dtype)
 
 
-def update(cs: ClassifierState, data: Data, priors: ClassifierPriors, semisupervised: bool = False) -> ClassifierState:
+def update(cs: State, data: Data, hparams: Hyperparams, semisupervised: bool = False) -> State:
     """One sweep: (5), (6), (7), then (8)."""
-    cs = update_precisions(cs, priors)
+    cs = update_precisions(cs, hparams)
     cs = update_coefficients(cs, data.gram, augmented_cross(data.X, cs.t_mean))
-    return update_auxiliary(cs, mean_scores(cs, data.X), data.Y, priors, semisupervised)
+    return update_auxiliary(cs, mean_scores(cs, data.X), data.Y, hparams, semisupervised)
 
 
-def objective(cs: ClassifierState, data: Data, priors: ClassifierPriors, semisupervised: bool = False) -> Array:
+def objective(cs: State, data: Data, hparams: Hyperparams, semisupervised: bool = False) -> Array:
     """The lower bound of the probit model (Appendix A restricted to lambda, Psi, b, W, T)."""
-    return classifier_elbo(cs, data.X, data.gram, None, data.Y, priors, semisupervised)
+    return classifier_elbo(cs, data.X, data.gram, None, data.Y, hparams, semisupervised)
 
 
 def fit(
     key: PRNGKeyArray,
     X: Float[Array, "n d"],
     Y: Int[Array, "n l"],
-    priors: ClassifierPriors | None = None,
+    hparams: Hyperparams | None = None,
     *,
     max_iter: int = 500,
     tol: float = 1e-6,
@@ -317,12 +317,12 @@ def fit(
     key : PRNG key for the initialisation.
     X : array of shape (n_samples, n_features)
     Y : array of shape (n_samples, n_labels) in {0, 1}
-    priors : ClassifierPriors (Gamma hyperparameters, all 1 in the paper)
+    hparams : Hyperparams (Gamma hyperparameters, all 1 in the paper)
     max_iter, tol, progress, throw : as in :func:`bayeskit.multilabel.bsml.fit`.
 
     Returns
     -------
-    FitResult with a :class:`ClassifierState`.
+    FitResult with a :class:`State`.
 
     Examples
     --------
@@ -332,25 +332,25 @@ def fit(
     >>> bool(predict_proba(r.state, X).shape == (50, 1))
     True
     """
-    priors = ClassifierPriors() if priors is None else priors
+    hparams = Hyperparams() if hparams is None else hparams
     if not any(isinstance(v, jax.core.Tracer) for v in (X, Y)):
         X = validation.check_matrix(X, "X")
         Y = validation.check_labels(Y, X.shape[0], "Y")
         validation.check_positive(
-            alpha_lambda=priors.alpha_lambda, beta_lambda=priors.beta_lambda, alpha_psi=priors.alpha_psi, beta_psi=priors.beta_psi
+            alpha_lambda=hparams.alpha_lambda, beta_lambda=hparams.beta_lambda, alpha_psi=hparams.alpha_psi, beta_psi=hparams.beta_psi
         )
     X = jnp.asarray(X)
-    priors = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), priors)
-    return _fit(key, X, jnp.asarray(Y, jnp.int8), priors, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    hparams = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), hparams)
+    return _fit(key, X, jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
 @eqx.filter_jit
-def _fit(key, X, Y, priors, *, max_iter, tol, progress, throw) -> FitResult:
+def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
     data = prepare(X, Y)
     return _loop.run(
-        lambda s: update(s, data, priors),
-        lambda s: objective(s, data, priors),
-        init(key, data, priors),
+        lambda s: update(s, data, hparams),
+        lambda s: objective(s, data, hparams),
+        init(key, data, hparams),
         max_iter=max_iter,
         tol=tol,
         progress=progress,
@@ -359,13 +359,13 @@ def _fit(key, X, Y, priors, *, max_iter, tol, progress, throw) -> FitResult:
     )
 
 
-def predict_proba(cs: ClassifierState, X: Float[Array, "m d"], *, predictive: str = "consistent",
+def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consistent",
                   chunk_size: int | None = None) -> Array:
     """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time; see
     :func:`predictive_probability`."""
 
     def rows(x):
-        return predictive_probability(*predictive_scores(cs, x), ClassifierPriors(), False, predictive)
+        return predictive_probability(*predictive_scores(cs, x), Hyperparams(), False, predictive)
 
     return map_blocks(rows, jnp.asarray(X, cs.coef_mean.dtype), chunk_size)
 

@@ -42,7 +42,7 @@ from jaxtyping import Array, Bool, Float, Int
 from bayeskit.core import validation
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.loop import run
-from bayeskit.core.status import Status
+from bayeskit.core.status import FitResult
 from bayeskit.multilabel.projections import (
     Projection,
     _check_n_components,
@@ -53,11 +53,12 @@ from bayeskit.multilabel.projections import (
     _generalized_eigh,
 )
 
-__all__ = ["SSDRMCResult", "fit"]
+__all__ = ["State", "fit"]
 
 
-class SSDRMCResult(eqx.Module):
-    """The fitted projection and the labels it inferred for every instance.
+class State(eqx.Module):
+    """The fitted projection and the labels it inferred for every instance (the state of
+    the ``FitResult`` that :func:`fit` returns; its trace is the objective ``J``).
 
     Attributes
     ----------
@@ -73,10 +74,6 @@ class SSDRMCResult(eqx.Module):
         Final reconstruction weights; row ``i`` sums to one.
     neighbors : int array of shape (n_samples, n_neighbors)
         Indices of the neighbours the weights refer to.
-    trace : array of shape (max_iter,)
-        The objective ``J`` after each sweep, NaN-padded.
-    n_iter : int array
-    status : Status
     """
 
     projection: Projection
@@ -84,13 +81,6 @@ class SSDRMCResult(eqx.Module):
     labels: Int[Array, "n l"]
     weights: Float[Array, "n k"]
     neighbors: Int[Array, "n k"]
-    trace: Float[Array, " max_iter"]
-    n_iter: Int[Array, ""]
-    status: Status
-
-    @property
-    def converged(self) -> Array:
-        return self.status == Status.successful
 
 
 class _State(eqx.Module):
@@ -177,8 +167,7 @@ def _fit(X, Y, observed, n_components, k, beta, reg, max_iter, tol, progress, th
               throw=throw, failed=lambda s: ~s.ok)
     s = res.state
     labels = jnp.where(observed > 0, Y, s.F > 0.5).astype(jnp.int32)
-    return SSDRMCResult(Projection(mean, s.P), s.F, labels, s.W, s.neighbors,
-                        res.trace, res.n_iter, res.status)
+    return FitResult(State(Projection(mean, s.P), s.F, labels, s.W, s.neighbors), res.trace, res.n_iter, res.status)
 
 
 def fit(
@@ -193,7 +182,7 @@ def fit(
     tol: float = 1e-4,
     progress: bool | None = None,
     throw: bool = True,
-) -> SSDRMCResult:
+) -> FitResult:
     """Fit SSDRMC transductively on all instances, labelled or not.
 
     See the module docstring for the three alternating steps.
@@ -227,7 +216,9 @@ def fit(
 
     Returns
     -------
-    SSDRMCResult
+    FitResult
+        Its ``state`` is a :class:`State` (projection, scores, labels, weights,
+        neighbours); ``trace`` the objective J per sweep.
 
     Raises
     ------

@@ -51,7 +51,7 @@ def test_box_qp_and_cubic_root_against_direct_computations():
 
 def test_objective_never_decreases():
     Sigma, _ = _spiked()
-    result = sparse_pca.fit(Sigma, 0.2, n_sweeps=15, tol=0.0)
+    result = sparse_pca.fit(Sigma, sparse_pca.Hyperparams(0.2), max_iter=15, tol=0.0)
     trace = np.asarray(result.trace)
     assert np.all(np.diff(trace) >= -1e-10 * np.abs(trace[1:])), trace
 
@@ -61,7 +61,7 @@ def test_matches_the_dspca_optimum(lam):
     """Z = X / Tr X is feasible for (1); its value is within 1e-3 of the dual bound, and
     Tr X equals the optimum phi (X = phi Z at the optimum of (2))."""
     Sigma, _ = _spiked(n=8, support=(0, 3), seed=2)
-    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=200, tol=1e-13).state.X)
+    X = np.asarray(sparse_pca.fit(Sigma, sparse_pca.Hyperparams(lam, 1e-6), max_iter=200, tol=1e-13).state.X)
     Z = X / np.trace(X)
     primal = np.sum(Sigma * Z) - lam * np.abs(Z).sum()
     dual = _dual_bound(Sigma, lam)
@@ -74,10 +74,10 @@ def test_safe_elimination_never_drops_a_used_feature():
     lam = float(np.quantile(np.diagonal(Sigma), 0.4))
     kept = sparse_pca.safe_features(np.diagonal(Sigma), lam)
     assert 0 < len(kept) < 15
-    X = np.asarray(sparse_pca.fit(Sigma, lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    X = np.asarray(sparse_pca.fit(Sigma, sparse_pca.Hyperparams(lam, 1e-6), max_iter=100, tol=1e-12).state.X)
     dropped = np.setdiff1d(np.arange(15), kept)
     assert np.abs(X[dropped]).max() < 1e-3 * np.abs(X).max()
-    reduced = np.asarray(sparse_pca.fit(Sigma[np.ix_(kept, kept)], lam, beta=1e-6, n_sweeps=100, tol=1e-12).state.X)
+    reduced = np.asarray(sparse_pca.fit(Sigma[np.ix_(kept, kept)], sparse_pca.Hyperparams(lam, 1e-6), max_iter=100, tol=1e-12).state.X)
     np.testing.assert_allclose(reduced, X[np.ix_(kept, kept)], atol=2e-3 * np.abs(X).max())
     ties = np.diagonal(Sigma).copy()
     assert set(sparse_pca.safe_features(ties, ties[5])) >= {5}  # a feature tied at lambda stays
@@ -85,7 +85,7 @@ def test_safe_elimination_never_drops_a_used_feature():
 
 def test_recovers_a_planted_sparse_spike():
     Sigma, v = _spiked(n=30, support=(2, 11, 17, 25), theta=4.0, m=400, seed=4)
-    X = sparse_pca.fit(Sigma, 0.4, n_sweeps=30).state.X
+    X = sparse_pca.fit(Sigma, sparse_pca.Hyperparams(0.4), max_iter=30).state.X
     component = np.asarray(sparse_pca.leading_component(X))
     assert set(np.nonzero(component)[0]) == {2, 11, 17, 25}
     assert abs(component @ v) > 0.98
@@ -100,8 +100,8 @@ def test_feature_variances_of_sparse_and_dense_matrices():
 
 def test_jit():
     Sigma, _ = _spiked(n=6, support=(0, 3), seed=6)
-    f = jax.jit(lambda S: sparse_pca.fit(S, 0.1, n_sweeps=5).state.X)
-    np.testing.assert_allclose(f(jnp.asarray(Sigma)), sparse_pca.fit(Sigma, 0.1, n_sweeps=5).state.X, rtol=1e-10)
+    f = jax.jit(lambda S: sparse_pca.fit(S, sparse_pca.Hyperparams(0.1), max_iter=5).state.X)
+    np.testing.assert_allclose(f(jnp.asarray(Sigma)), sparse_pca.fit(Sigma, sparse_pca.Hyperparams(0.1), max_iter=5).state.X, rtol=1e-10)
 
 
 def _two_spikes(m=400, p=60, seed=7):

@@ -99,6 +99,6 @@ def test_probit_save_and_load_roundtrip(rng, tmp_path):
 
     X, Y = _data(rng)
     result = probit.fit(jax.random.key(0), X, Y, max_iter=10)
-    bayeskit.save(tmp_path / "probit", result, probit.ClassifierPriors())
+    bayeskit.save(tmp_path / "probit", result, probit.Hyperparams())
     loaded, priors = bayeskit.load(tmp_path / "probit")
     np.testing.assert_array_equal(probit.predict_proba(loaded.state, X), probit.predict_proba(result.state, X))

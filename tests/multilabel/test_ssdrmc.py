@@ -42,8 +42,8 @@ def test_recovers_label_subspace_and_missing_labels(x64):
     X, Y, Y_obs, hidden, U = simulate(0)
     res = ssdrmc.fit(X, Y_obs, 2)
     assert max_angle(projections.pca(X, 2).components, U) > 60  # PCA misses the subspace
-    assert max_angle(res.projection.components, U) < 25
-    accuracy = (np.asarray(res.labels)[hidden] == Y[hidden]).mean()
+    assert max_angle(res.state.projection.components, U) < 25
+    accuracy = (np.asarray(res.state.labels)[hidden] == Y[hidden]).mean()
     chance = max(Y[hidden].mean(), 1 - Y[hidden].mean())
     assert accuracy > chance + 0.3
     # the record is consistent
@@ -51,28 +51,28 @@ def test_recovers_label_subspace_and_missing_labels(x64):
     assert 1 <= n_iter <= 30
     assert np.all(np.isfinite(res.trace[:n_iter])) and np.all(np.isnan(res.trace[n_iter:]))
     obs = Y_obs >= 0
-    assert np.array_equal(np.asarray(res.labels)[obs], Y_obs[obs])
-    assert np.allclose(np.asarray(res.scores)[obs], Y_obs[obs])
-    assert np.allclose(np.asarray(res.weights).sum(1), 1)
+    assert np.array_equal(np.asarray(res.state.labels)[obs], Y_obs[obs])
+    assert np.allclose(np.asarray(res.state.scores)[obs], Y_obs[obs])
+    assert np.allclose(np.asarray(res.state.weights).sum(1), 1)
     S = np.cov(X.T, bias=True)
-    P = np.asarray(res.projection.components)
+    P = np.asarray(res.state.projection.components)
     assert np.allclose(P.T @ S @ P, np.eye(2), atol=1e-8)  # whitened projection
 
 
 def test_float32(x64):
     X, Y, Y_obs, hidden, U = simulate(1, n=120)
     res = ssdrmc.fit(X.astype(np.float32), Y_obs, 2)
-    assert res.projection.components.dtype == jnp.float32
-    assert res.scores.dtype == jnp.float32 and res.weights.dtype == jnp.float32
-    assert res.projection.transform(X).dtype == jnp.float32
-    accuracy = (np.asarray(res.labels)[hidden] == Y[hidden]).mean()
+    assert res.state.projection.components.dtype == jnp.float32
+    assert res.state.scores.dtype == jnp.float32 and res.state.weights.dtype == jnp.float32
+    assert res.state.projection.transform(X).dtype == jnp.float32
+    accuracy = (np.asarray(res.state.labels)[hidden] == Y[hidden]).mean()
     assert accuracy > max(Y[hidden].mean(), 1 - Y[hidden].mean()) + 0.2
 
 
 def test_float64(x64):
     X, Y, Y_obs, hidden, U = simulate(1, n=60)
     res = ssdrmc.fit(X, Y_obs, 2, max_iter=3)
-    assert res.projection.components.dtype == jnp.float64 and res.scores.dtype == jnp.float64
+    assert res.state.projection.components.dtype == jnp.float64 and res.state.scores.dtype == jnp.float64
 
 
 def test_lle_weights_match_sklearn(x64):
