@@ -1,4 +1,6 @@
-"""Checked linear algebra: Cholesky with jitter and status, SPD solves without inverses.
+"""Checked linear algebra: Cholesky with jitter and status, SPD solves without inverses,
+and the eigen-helpers the models share (descending and generalised symmetric
+eigenproblems, deterministic signs).
 
 JAX's Cholesky returns NaN instead of raising on a matrix that is not positive definite.
 :func:`cholesky` symmetrises, tries, and on failure retries with a jitter
@@ -12,7 +14,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import cho_solve
+from jax.scipy.linalg import cho_solve, solve_triangular
 from jaxtyping import Array, Bool, Float
 
 _MAX_TRIES = 8
@@ -211,3 +213,38 @@ def spd_inverse_loop(A: Float[Array, "k k"], size=None) -> tuple[Float[Array, "k
 
     X = jax.lax.fori_loop(0, size, substitute, jnp.zeros_like(A)) + tail
     return X.T @ X, 2.0 * jnp.sum(jnp.log(jnp.diagonal(L)))
+
+
+def symmetrize(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """(A + A') / 2."""
+    return 0.5 * (A + A.T)
+
+
+def spd_inverse(A: Float[Array, "n n"]) -> Float[Array, "n n"]:
+    """The inverse of an SPD matrix by its Cholesky factor (no jitter), symmetric."""
+    L = jnp.linalg.cholesky(A)
+    return symmetrize(cho_solve((L, True), jnp.eye(A.shape[0], dtype=A.dtype)))
+
+
+def descending_eigh(S: Float[Array, "n n"]) -> tuple[Float[Array, " n"], Float[Array, "n n"]]:
+    """Eigenvalues in decreasing order and their eigenvectors (columns)."""
+    values, vectors = jnp.linalg.eigh(S)
+    return values[::-1], vectors[:, ::-1]
+
+
+def generalized_eigh(A: Float[Array, "n n"], B: Float[Array, "n n"]) -> tuple[Float[Array, " n"], Float[Array, "n n"]]:
+    """Solve ``A v = w B v`` for symmetric ``A`` and SPD ``B``: ascending ``w`` and
+    B-normalised ``V`` (``V' B V = I``). ``B = L L'`` by the checked :func:`cholesky`
+    (jitter only if ``B`` is numerically singular), then the standard problem
+    ``L^{-1} A L^{-T} u = w u`` and ``v = L^{-T} u``."""
+    L = cholesky(B).factor
+    C = solve_triangular(L, solve_triangular(L, A, lower=True).T, lower=True)
+    w, U = jnp.linalg.eigh(symmetrize(C))
+    return w, solve_triangular(L.T, U, lower=False)
+
+
+def fix_signs(V: Float[Array, "n k"]) -> Float[Array, "n k"]:
+    """Each column with its largest-magnitude entry positive (a deterministic sign)."""
+    rows = jnp.argmax(jnp.abs(V), axis=0)
+    s = jnp.sign(V[rows, jnp.arange(V.shape[1])])
+    return V * jnp.where(s == 0, 1, s).astype(V.dtype)

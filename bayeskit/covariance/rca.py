@@ -57,10 +57,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import cho_solve, solve_triangular
+from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
+from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult
 from bayeskit.core.validation import is_concrete
 from bayeskit.covariance import glasso
@@ -88,15 +89,6 @@ class Solution(eqx.Module):
     n_components: Array
 
 
-def generalized_eigh(C, Sigma) -> tuple[Array, Array]:
-    """Eigenvalues (decreasing) and Sigma-normalised eigenvectors of C S = Sigma S D."""
-    L = jnp.linalg.cholesky(Sigma)
-    A = solve_triangular(L, solve_triangular(L, C, lower=True).T, lower=True)
-    d, U = jnp.linalg.eigh(0.5 * (A + A.T))
-    d, U = d[::-1], U[:, ::-1]
-    return d, solve_triangular(L.T, U, lower=False)
-
-
 def fit(C, Sigma, n_components: int | None = None) -> Solution:
     """ML RCA (2) for a second-moment matrix ``C`` and explained covariance ``Sigma``.
 
@@ -112,9 +104,10 @@ def fit(C, Sigma, n_components: int | None = None) -> Solution:
 
 @functools.partial(jax.jit, static_argnames="n_components")
 def _solve(C, Sigma, n_components: int | None) -> Solution:
-    C, Sigma = _sym(C), _sym(Sigma)
+    C, Sigma = symmetrize(C), symmetrize(Sigma)
     k = C.shape[0] if n_components is None else n_components
     d, S = generalized_eigh(C, Sigma)
+    d, S = d[::-1], S[:, ::-1]  # decreasing
     W = Sigma @ S[:, :k] * jnp.sqrt(jnp.maximum(d[:k] - 1, 0))
     return Solution(W, d, S, jnp.sum(d[:k] > 1))
 
@@ -135,7 +128,7 @@ def posterior(Y, W, Sigma) -> tuple[Array, Array]:
     L = jnp.linalg.cholesky(Sigma)
     SiW = cho_solve((L, True), W)
     M = jnp.linalg.inv(W.T @ SiW + jnp.eye(W.shape[1], dtype=W.dtype))
-    M = _sym(M)
+    M = symmetrize(M)
     return Y @ SiW @ M, M
 
 
@@ -205,10 +198,10 @@ def expected_second_moment(W, precision, C, noise_variance) -> Array:
     """E-step (5): <z z'> averaged over the draws."""
     p = C.shape[0]
     R = W @ W.T + noise_variance * jnp.eye(p, dtype=C.dtype)
-    R_inv = _spd_inverse(R)
-    V = _spd_inverse(R_inv + precision)
+    R_inv = spd_inverse(R)
+    V = spd_inverse(R_inv + precision)
     VRi = V @ R_inv
-    return _sym(V + VRi @ C @ VRi.T)
+    return symmetrize(V + VRi @ C @ VRi.T)
 
 
 def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
@@ -246,7 +239,7 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
 @eqx.filter_jit
 def _em_fit(C, hp: EMHyperparams, init_state: EMState | None, *, max_iter, tol, glasso_tol, glasso_max_iter, progress,
             throw) -> FitResult:
-    C = _sym(C)
+    C = symmetrize(C)
     state = em_init(C, hp) if init_state is None else init_state
     step = lambda s: em_update(s, C, hp, glasso_tol=glasso_tol, glasso_max_iter=glasso_max_iter)
     return loop.run(step, lambda s: s.bound, state, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
@@ -263,7 +256,7 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
         glasso.check_alpha(alphas)
         check_noise_variance(noise_variance)
         check_components(n_components, np.shape(C)[0])
-    C = _sym(jnp.asarray(C))
+    C = symmetrize(jnp.asarray(C))
 
     def hparams(alpha):
         return EMHyperparams(alpha, noise_variance, penalize_diagonal, n_components)
@@ -280,15 +273,6 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-def _sym(A):
-    return 0.5 * (A + A.T)
-
-
-def _spd_inverse(A):
-    L = jnp.linalg.cholesky(A)
-    return _sym(cho_solve((L, True), jnp.eye(A.shape[0], dtype=A.dtype)))
 
 
 def check_covariance(A, name: str, *, definite: bool = True) -> None:
@@ -325,5 +309,5 @@ def check_components(k, p: int) -> None:
         raise ValueError(f"n_components must be an int in [1, {p}] or None; got {k!r}.")
 
 
-__all__ = ["Solution", "generalized_eigh", "fit", "log_likelihood", "posterior", "paired_time_kernel", "EMHyperparams", "EMState",
+__all__ = ["Solution", "fit", "log_likelihood", "posterior", "paired_time_kernel", "EMHyperparams", "EMState",
            "bound", "em_init", "expected_second_moment", "em_update", "em_fit", "em_path", "check_covariance"]

@@ -24,11 +24,10 @@ import operator
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.linalg import solve_triangular
 from jaxtyping import Array, Float
 
 from bayeskit.core import validation
-from bayeskit.core.linalg import cholesky
+from bayeskit.core.linalg import fix_signs, generalized_eigh
 
 __all__ = ["Projection", "pca", "mddm", "mlls", "mlda"]
 
@@ -119,25 +118,6 @@ def _leading(w: Array, V: Array, r: int) -> tuple[Array, Array]:
     return w[::-1][:r], V[:, ::-1][:, :r]
 
 
-def _fix_signs(V: Array) -> Array:
-    """Make each column's largest-magnitude entry positive (a deterministic sign)."""
-    rows = jnp.argmax(jnp.abs(V), axis=0)
-    s = jnp.sign(V[rows, jnp.arange(V.shape[1])])
-    return V * jnp.where(s == 0, 1, s).astype(V.dtype)
-
-
-def _generalized_eigh(A: Array, B: Array) -> tuple[Array, Array]:
-    """Solve ``A v = w B v`` for symmetric ``A`` and SPD ``B``; ascending ``w``, ``V^T B V = I``.
-
-    ``B = L L^T`` (checked Cholesky: jitter is added only if ``B`` is numerically
-    singular), then the standard problem ``L^{-1} A L^{-T} u = w u`` and ``v = L^{-T} u``.
-    """
-    L = cholesky(B).factor
-    C = solve_triangular(L, solve_triangular(L, A, lower=True).T, lower=True)
-    w, U = jnp.linalg.eigh(0.5 * (C + C.T))
-    return w, solve_triangular(L.T, U, lower=False)
-
-
 def _centre(X: Array) -> tuple[Array, Array]:
     mean = jnp.mean(X, axis=0)
     return mean, X - mean
@@ -150,7 +130,7 @@ def _centre(X: Array) -> tuple[Array, Array]:
 def _pca(X, n_components):
     mean, Xc = _centre(X)
     w, V = jnp.linalg.eigh(Xc.T @ Xc / (X.shape[0] - 1))
-    return Projection(mean, _fix_signs(_leading(w, V, n_components)[1]))
+    return Projection(mean, fix_signs(_leading(w, V, n_components)[1]))
 
 
 def pca(X: Float[Array, "n d"], n_components: int) -> Projection:
@@ -204,8 +184,8 @@ def _mddm(X, Y, n_components, variant, mu):
     if variant == "projection":
         w, V = jnp.linalg.eigh(A)
     else:
-        w, V = _generalized_eigh(A, (1 - mu) * (Xc.T @ Xc) + mu * jnp.eye(X.shape[1], dtype=X.dtype))
-    return Projection(mean, _fix_signs(_leading(w, V, n_components)[1]))
+        w, V = generalized_eigh(A, (1 - mu) * (Xc.T @ Xc) + mu * jnp.eye(X.shape[1], dtype=X.dtype))
+    return Projection(mean, fix_signs(_leading(w, V, n_components)[1]))
 
 
 def mddm(
@@ -419,10 +399,10 @@ def _mlda(X, Y, n_components, reg):
     m, S_b, S_w = _mlda_scatter(X, Y)
     d = X.shape[1]
     S_w = S_w + reg * jnp.trace(S_w) / d * jnp.eye(d, dtype=X.dtype)
-    V = _leading(*_generalized_eigh(S_b, S_w), n_components)[1]
+    V = _leading(*generalized_eigh(S_b, S_w), n_components)[1]
     Xc = X - jnp.mean(X, axis=0)
     scale = jnp.sqrt(jnp.sum((Xc @ V) ** 2, axis=0) / (X.shape[0] - 1))  # sd of each component
-    return Projection(m, _fix_signs(V / scale))
+    return Projection(m, fix_signs(V / scale))
 
 
 def mlda(X: Float[Array, "n d"], Y: Array, n_components: int, *, reg: float = 0.0) -> Projection:

@@ -40,7 +40,7 @@ from jax.scipy.linalg import cho_factor, cho_solve
 from jaxtyping import Array, Bool, Float, Int
 
 from bayeskit.core import validation
-from bayeskit.core.linalg import cholesky
+from bayeskit.core.linalg import cholesky, fix_signs, generalized_eigh
 from bayeskit.core.loop import run
 from bayeskit.core.status import FitResult
 from bayeskit.multilabel.projections import (
@@ -49,8 +49,6 @@ from bayeskit.multilabel.projections import (
     _check_scalar,
     _check_X,
     _check_Y,
-    _fix_signs,
-    _generalized_eigh,
 )
 
 __all__ = ["State", "fit"]
@@ -142,7 +140,7 @@ def _fit(X, Y, observed, n_components, k, beta, reg, max_iter, tol, progress, th
     def projection(F):
         nbrs, V = _neighbours_and_weights(F, k, reg)
         E = _residual(Xc, V, nbrs)
-        return _fix_signs(_generalized_eigh(E.T @ E / n, S)[1][:, :n_components])
+        return fix_signs(generalized_eigh(E.T @ E / n, S)[1][:, :n_components])
 
     def joint(P, F):
         return jnp.concatenate([Xc @ P, jnp.sqrt(beta) * F], axis=1)

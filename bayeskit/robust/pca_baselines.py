@@ -23,7 +23,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from bayeskit.robust.robpca import descending_eigh, unit_rows
+from bayeskit.core.linalg import descending_eigh
+from bayeskit.robust.robpca import unit_rows
 
 QN_CONSTANT = 2.2219
 

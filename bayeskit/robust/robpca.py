@@ -57,6 +57,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
+from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 from bayeskit.robust import mcd
 
@@ -161,11 +162,6 @@ def least_outlying(Z, i, j, h: int) -> tuple[Array, Array, Array, Array]:
     outl, flat, v, t = outlyingness(Z, i, j, h)
     k, Z, _, _, _, outl = jax.lax.while_loop(cond, body, (jnp.asarray(0), Z, flat, v, t, outl))
     return mcd.closest(outl, h), outl, k, Z
-
-
-def descending_eigh(S):
-    values, vectors = jnp.linalg.eigh(S)
-    return values[::-1], vectors[:, ::-1]
 
 
 def choose_k(eigenvalues, k_max: int, rank: int) -> int:

@@ -8,7 +8,15 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from bayeskit.core.linalg import cholesky, shared_plus_diagonal
+from bayeskit.core.linalg import (
+    cholesky,
+    descending_eigh,
+    fix_signs,
+    generalized_eigh,
+    shared_plus_diagonal,
+    spd_inverse,
+    symmetrize,
+)
 
 N = 6
 
@@ -246,3 +254,20 @@ def test_spd_inverse_loop_stops_at_the_leading_block():
     for A, i, l in zip(mats, np.asarray(inv), np.asarray(logdet)):
         np.testing.assert_allclose(i, np.linalg.inv(A), rtol=1e-8, atol=1e-10)
         np.testing.assert_allclose(l, np.linalg.slogdet(A)[1], rtol=1e-10)
+
+
+def test_eigen_helpers_match_scipy_and_numpy():
+    rng = np.random.default_rng(4)
+    M = rng.normal(size=(6, 6))
+    A, B = M + M.T, M @ M.T + 6 * np.eye(6)
+    w, V = map(np.asarray, generalized_eigh(jnp.asarray(A), jnp.asarray(B)))
+    np.testing.assert_allclose(w, scipy.linalg.eigh(A, B, eigvals_only=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(V.T @ B @ V, np.eye(6), atol=1e-10)
+    np.testing.assert_allclose(A @ V, B @ V * w, atol=1e-9)
+    d, U = map(np.asarray, descending_eigh(jnp.asarray(A)))
+    np.testing.assert_allclose(d, np.sort(np.linalg.eigvalsh(A))[::-1], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(A @ U, U * d, atol=1e-10)
+    F = np.asarray(fix_signs(jnp.asarray(-U)))
+    assert np.all(F[np.argmax(np.abs(F), 0), np.arange(6)] > 0) and np.allclose(np.abs(F), np.abs(U))
+    np.testing.assert_allclose(spd_inverse(jnp.asarray(B)), np.linalg.inv(B), rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(symmetrize(jnp.asarray(M)), 0.5 * (M + M.T))

@@ -32,7 +32,8 @@ def _second_moment(Y):
 def test_generalized_eigenvectors_are_sigma_normalised_and_match_scipy():
     Y, _, Sigma = _confounded()
     C = _second_moment(Y)
-    d, S = map(np.asarray, rca.generalized_eigh(C, Sigma))
+    solution = rca.fit(C, Sigma)
+    d, S = np.asarray(solution.eigenvalues), np.asarray(solution.eigenvectors)
     np.testing.assert_allclose(S.T @ Sigma @ S, np.eye(len(C)), atol=1e-10)
     np.testing.assert_allclose(C @ S, Sigma @ S * d, atol=1e-10)
     np.testing.assert_allclose(d, scipy.linalg.eigh(C, Sigma, eigvals_only=True)[::-1], rtol=1e-10)
