@@ -12,6 +12,7 @@ import pytest
 from scipy.linalg import subspace_angles
 from scipy.stats import norm
 
+from bayeskit.core.loop import as_arrays
 from bayeskit.core.status import Status
 from bayeskit.multilabel import bsml, probit
 
@@ -66,7 +67,7 @@ def test_lower_bound_never_decreases(small, name):
 
 
 def _prepared(name, X, Y):
-    hp = bsml._leaves_as_arrays(CONFIGS[name], jnp.float64)
+    hp = as_arrays(CONFIGS[name], jnp.float64)
     data = bsml.prepare(jnp.asarray(X), jnp.asarray(_labels_for(name, Y), jnp.int8), hp)
     state = bsml.init(jax.random.key(0), data, hp)
     for _ in range(3):  # leave the random start
@@ -174,7 +175,7 @@ def test_updates_are_coordinatewise_optima(small, name):
 @pytest.mark.parametrize("prior", ["entrywise", "ard"])
 def test_q_update_matches_dense_inverse(small, prior):
     X, Y = small
-    hp = bsml._leaves_as_arrays(bsml.Hyperparams(n_components=2, prior=prior), jnp.float64)
+    hp = as_arrays(bsml.Hyperparams(n_components=2, prior=prior), jnp.float64)
     data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp)
     state = bsml.update_phi(bsml.update(bsml.init(jax.random.key(1), data, hp), data, hp), data, hp)
     new = bsml.update_q(state, data, hp)
