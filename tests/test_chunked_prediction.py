@@ -54,12 +54,10 @@ def test_conditional_densities(regression):
     for model, predictive in ((gp.fit(X, y[:, None], max_iter=30), gp.predictive),
                               (cdpmm.fit(X, y[:, None], 4, max_iter=50), cdpmm.predictive)):
         same(predictive(model, X_new, chunk_size=CHUNK), predictive(model, X_new))
-    hp = sbmoe.Hyperparams(n_experts=3, gate_steps=5)
-    state = sbmoe.fit(jax.random.key(0), X, y[:, None], hp, max_iter=3).state
-    key = jax.random.key(1)
+    est = SBMoERegressor(n_experts=3, max_iter=3, gate_steps=5, n_gate=10, n_draws=10, random_state=0).fit(X, y)
+    key, state, hp = jax.random.key(1), est.state_, est.hyperparams_
     same(sbmoe.predictive(key, state, X_new, hp, n_gate=10, n_draws=10, chunk_size=CHUNK),
          sbmoe.predictive(key, state, X_new, hp, n_gate=10, n_draws=10))
-    est = SBMoERegressor(n_experts=3, max_iter=3, gate_steps=5, n_gate=10, n_draws=10, random_state=0).fit(X, y)
     same(est.predict(X_new, chunk_size=CHUNK), est.predict(X_new))
     same(est.score_samples(X_new, y_new, chunk_size=CHUNK), est.score_samples(X_new, y_new))
 

@@ -333,4 +333,6 @@ class SparsePCA(TransformerMixin, BaseEstimator):
         """Scores (X - mean_) components_' (dense)."""
         check_is_fitted(self, "components_")
         X = self._check(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but SparsePCA is expecting {self.n_features_in_} features as input.")
         return np.asarray(X @ self.components_.T) - self.mean_ @ self.components_.T
