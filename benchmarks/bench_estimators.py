@@ -657,6 +657,11 @@ def main(argv=None) -> int:
     results = {"date": time.strftime("%Y-%m-%d"), "machine": machine(), "quick": args.quick, "repeats": repeats,
                "target": f"second fit <= {TARGET_FACTOR} x functional call + {1e3 * TARGET_SLACK_S:g} ms",
                "not_benchmarked": missing, "cases": []}
+    if args.only and Path(args.out).is_file():  # keep the other estimators' cases of the earlier run
+        earlier = json.loads(Path(args.out).read_text())
+        for case in earlier["cases"]:
+            if case["estimator"] not in names:
+                results["cases"].append({**case, "kept_from": case.get("kept_from", earlier["date"])})
     if missing:
         print(f"estimators without a case here: {', '.join(missing)}")
     print(f"{'estimator':<23} {'size':<6} {'first s':>9} {'second s':>9} {'func s':>9} {'ratio':>7} tr/comp target")

@@ -1,9 +1,18 @@
 """Test configuration: float64 available (float32 tests create float32 arrays
 explicitly), no progress bars, and small shared data sets. The problems are small, so
 compilation dominates: XLA's backend optimisation is turned off for the tests (and the
-notebook kernels they start), which cuts the suite's time by about a fifth."""
+notebook kernels they start), which cuts the suite's time by about a fifth, and compiled
+programs are shared through a persistent compilation cache."""
 
 import os
+import tempfile
+
+# One persistent compilation cache for the run: the xdist workers, the notebook kernels and
+# the subprocess tests compile many of the same programs, and every module drops its
+# in-memory executables (below), so a later compile of the same program is read from disk.
+# The cache is keyed by the program, the flags and the JAX version.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.path.join(tempfile.gettempdir(), "bayeskit-tests-jax-cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()

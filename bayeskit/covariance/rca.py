@@ -89,13 +89,14 @@ class Solution(eqx.Module):
     n_components: Array
 
 
-def fit(C, Sigma, n_components: int | None = None) -> Solution:
+def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Solution:
     """ML RCA (2) for a second-moment matrix ``C`` and explained covariance ``Sigma``.
 
     ``n_components`` (static) fixes k, the width of W; ``None`` keeps all p columns, of
     which those with eigenvalues above 1 are nonzero (the data choose q). Jittable and
-    vmappable over ``C`` and ``Sigma``."""
-    if is_concrete(C, Sigma):
+    vmappable over ``C`` and ``Sigma``. ``check=False`` skips the host checks of C and
+    Sigma (their eigenvalues), for a caller that has made them."""
+    if check and is_concrete(C, Sigma):
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)

@@ -139,7 +139,8 @@ class RCA(TransformerMixin, BaseEstimator):
         rank = min(C.shape[0], Z.shape[0] - (0 if self.assume_centered else 1))
         if self.n_components is not None:
             validation.check_int_in("n_components", self.n_components, 1, rank)
-        solution = rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components)
+        # Sigma is checked above and C = Z'Z / n is PSD by construction
+        solution = rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components, check=False)
         q = int(solution.n_components)
         self.components_ = np.asarray(solution.components)[:, :q]
         self.eigenvalues_ = np.asarray(solution.eigenvalues)

@@ -85,7 +85,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         finish(result, type(self).__name__, detail=f" (max_iter={self.max_iter})")
         if bool(result.state.saturated):
             warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)
-        data = sparse_bayes.as_data(Phi, y.astype(X.dtype))
+        data = sparse_bayes.as_data(Phi, y.astype(X.dtype), gram=False)
         self.hyperparams_, self.result_, self.state_, self._scale = hp, result, result.state, data.scale
         w = np.asarray(sparse_bayes.weights(result.state, data.scale))
         on = np.asarray(sparse_bayes.relevance(result.state))

@@ -58,7 +58,7 @@ def bls_batch(X, y, X_test):
 
     def one(Phi, t):
         r = sparse_bayes.fit(Phi, t, hp, max_iter=MAX_ITER, throw=False)
-        return sparse_bayes.weights(r.state, sparse_bayes.as_data(Phi, t).scale)
+        return sparse_bayes.weights(r.state, sparse_bayes.as_data(Phi, t, gram=False).scale)
 
     coef = jax.vmap(one)(Xc, yc)
     return coef, jnp.einsum("snp,sp->sn", Xt, coef) + mean_y

@@ -242,17 +242,18 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     not exact or k = 1. Returns the result and the k first fitted (the result's k is
     ``result.eigenvalues.shape[-1]``; smaller after refits). Host-side: k is a shape."""
     X = check_matrix(X, min_rows=2)
-    rank = int(np.linalg.matrix_rank(X - X.mean(0)))
-    if rank == 0:
+    if np.all(X == X[0]):
         raise ValueError("all rows of X are equal: there is no spread to find components in.")
     options = dict(n_directions=n_directions, n_starts=n_starts, use_mcd=use_mcd)
     if n_components is None:
-        eigenvalues, _ = provisional(key, X, alpha, k_max, **options)
-        k = choose_k(np.asarray(eigenvalues), k_max, rank)
-    else:
-        k = check_int_in("n_components", n_components, 1, rank)
+        eigenvalues, rank = provisional(key, X, alpha, k_max, **options)
+        k = choose_k(np.asarray(eigenvalues), k_max, int(rank))
+    else:  # the rank of the centred data is at most min(n - 1, p); the fit computes it (Step 1)
+        k = check_int_in("n_components", n_components, 1, min(X.shape[0] - 1, X.shape[1]))
     first = k
     result = fit(key, X, k, alpha, k_max, **options)
+    if k > int(result.rank):
+        raise ValueError(f"n_components must be at most {int(result.rank)}, the rank of the centred data; got {k}.")
     while bool(result.exact_fit) and k > 1:
         k -= 1
         result = fit(key, X, k, alpha, k_max, **options)

@@ -194,9 +194,11 @@ def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: 
     return Phi
 
 
-@jax.jit
-def as_data(Phi, y) -> Data:
-    """Normalise the basis columns and cache Phi' y."""
+@functools.partial(jax.jit, static_argnames="gram")
+def as_data(Phi, y, *, gram: bool = True) -> Data:
+    """Normalise the basis columns and cache Phi' y, and the unit-column Gram matrix when
+    M is at most ``GRAM_MAX`` and ``gram`` (reading a fit, :func:`weights` needs only
+    ``scale``: ``gram=False`` skips the M x M product)."""
     Phi, y = jnp.asarray(Phi), jnp.asarray(y, jnp.asarray(Phi).dtype)
     norm = jnp.sqrt(jnp.sum(Phi * Phi, axis=0))
     alive = norm > jnp.finfo(Phi.dtype).tiny ** 0.5
@@ -205,8 +207,8 @@ def as_data(Phi, y) -> Data:
     var = jnp.var(y)
     mean_sq = jnp.mean(y * y)
     y_var = jnp.where(var > 1e-12 * mean_sq, var, jnp.where(mean_sq > 0, mean_sq, 1.0))
-    gram = (Phi.T @ Phi) * jnp.outer(inv_scale, inv_scale) if Phi.shape[1] <= GRAM_MAX else None
-    return Data(Phi, alive, scale, inv_scale, y, (y @ Phi) * inv_scale, y_var, gram)
+    G = (Phi.T @ Phi) * jnp.outer(inv_scale, inv_scale) if gram and Phi.shape[1] <= GRAM_MAX else None
+    return Data(Phi, alive, scale, inv_scale, y, (y @ Phi) * inv_scale, y_var, G)
 
 
 def unit_basis(data: Data) -> Float[Array, "n m"]:
@@ -534,7 +536,7 @@ def _fit(data: Data, hparams: Hyperparams, *, max_iter, progress, throw) -> FitR
 @jax.jit
 def weights(state: State, scale) -> Float[Array, " m"]:
     """Posterior mean weights of the original (unnormalised) basis columns; 0 when out.
-    ``scale`` is the column norms (``as_data(Phi, y).scale``)."""
+    ``scale`` is the column norms (``as_data(Phi, y, gram=False).scale``)."""
     m = state.gamma.shape[0]
     w = jnp.zeros(m, state.mu.dtype).at[jnp.where(state.used, state.basis, m)].set(state.mu, mode="drop")
     return w / scale
