@@ -81,12 +81,14 @@ class Solution(eqx.Module):
     eigenvalues : (p,) all generalised eigenvalues d, in decreasing order
     eigenvectors : (p, p) S, Sigma-normalised (S' Sigma S = I), columns in the same order
     n_components : number of the k leading eigenvalues above 1 (the nonzero columns of W)
+    log_likelihood : (1) per draw at the solution
     """
 
     components: Float[Array, "p k"]
     eigenvalues: Float[Array, " p"]
     eigenvectors: Float[Array, "p p"]
     n_components: Array
+    log_likelihood: Array
 
 
 def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Solution:
@@ -110,7 +112,7 @@ def _solve(C, Sigma, n_components: int | None) -> Solution:
     d, S = generalized_eigh(C, Sigma)
     d, S = d[::-1], S[:, ::-1]  # decreasing
     W = Sigma @ S[:, :k] * jnp.sqrt(jnp.maximum(d[:k] - 1, 0))
-    return Solution(W, d, S, jnp.sum(d[:k] > 1))
+    return Solution(W, d, S, jnp.sum(d[:k] > 1), log_likelihood(C, W, Sigma))
 
 
 @jax.jit
@@ -286,11 +288,14 @@ def check_covariance(A, name: str, *, definite: bool = True) -> None:
     scale = max(float(np.abs(A).max()), np.finfo(float).tiny)
     if not np.allclose(A, A.T, rtol=1e-6, atol=1e-8 * scale):
         raise ValueError(f"{name} must be symmetric.")
-    smallest = float(np.linalg.eigvalsh(0.5 * (A + A.T))[0])
-    if definite and smallest <= 1e-12 * scale:
-        raise ValueError(f"{name} must be positive definite; its smallest eigenvalue is {smallest:.3g}.")
-    if not definite and smallest < -1e-8 * scale:
-        raise ValueError(f"{name} must be positive semidefinite; its smallest eigenvalue is {smallest:.3g}.")
+    A = 0.5 * (A + A.T)
+    floor = 1e-12 * scale if definite else -1e-8 * scale  # the smallest eigenvalue must exceed this
+    try:  # a Cholesky factor of A - floor I exists iff every eigenvalue exceeds the floor
+        np.linalg.cholesky(A - floor * np.eye(A.shape[0]))
+    except np.linalg.LinAlgError:
+        smallest = float(np.linalg.eigvalsh(A)[0])
+        kind = "definite" if definite else "semidefinite"
+        raise ValueError(f"{name} must be positive {kind}; its smallest eigenvalue is {smallest:.3g}.") from None
 
 
 def check_same_shape(C, Sigma) -> None:

@@ -147,8 +147,7 @@ class RCA(TransformerMixin, BaseEstimator):
         self.eigenvectors_ = np.asarray(solution.eigenvectors)
         self.n_components_ = q
         self.sigma_ = np.asarray(Sigma, C.dtype)
-        # the zero columns beyond q leave W W' unchanged
-        self.log_likelihood_ = float(rca.log_likelihood(jnp.asarray(C), solution.components, jnp.asarray(self.sigma_)))
+        self.log_likelihood_ = float(solution.log_likelihood)
         return self
 
     def _draws(self, Y):
