@@ -205,7 +205,7 @@ def rows_estimators(d):
     out = []
     for c in d.get("cases", []):
         case = f"{c['estimator']}, {c['size']}" + (f": {c['problem']}" if c.get("problem") else "")
-        if c.get("kept_from"):
+        if c.get("kept_from") and c["kept_from"] != d.get("date"):
             case += f" (run of {c['kept_from']})"
         if "error" in c:
             out.append({**row(case, accuracy=f"failed: {c['error']}"), "error": c["error"]})
