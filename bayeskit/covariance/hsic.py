@@ -65,7 +65,7 @@ RECOMPUTE_FEATURES = 1
 RFF_SUBSAMPLE = 2000  # points for the sum in (4), and for the median of d > 1 inputs, under "rff"
 
 
-class Result(NamedTuple):
+class IndependenceResult(NamedTuple):
     """An independence test's outcome. ``statistic`` is T = m HSIC_b (1), ``p_value`` its
     p-value, ``null_mean`` and ``null_variance`` the moments of T under independence ((3)-(4)
     for the gamma test, the permutation draws' mean and variance for the permutation
@@ -293,7 +293,7 @@ def _variance(pair_mean, m):
     return 2.0 * (m - 4) * (m - 5) / ((m - 1) * (m - 2) * (m - 3)) * pair_mean * m
 
 
-def _gamma_result(statistic, mean, variance, p_value=None) -> Result:
+def _gamma_result(statistic, mean, variance, p_value=None) -> IndependenceResult:
     """The Gamma of (5) with the given moments; its survival function at T unless a
     p-value is given. A degenerate null (zero mean or variance) gives p = 1."""
     proper = (mean > 0) & (variance > 0)
@@ -301,7 +301,7 @@ def _gamma_result(statistic, mean, variance, p_value=None) -> Result:
     scale = jnp.where(proper, variance / jnp.where(proper, mean, 1), jnp.nan)
     if p_value is None:
         p_value = jnp.where(proper, gammaincc(jnp.where(proper, shape, 1), statistic / jnp.where(proper, scale, 1)), 1)
-    return Result(statistic, jnp.asarray(p_value, statistic.dtype), mean, variance, shape, scale)
+    return IndependenceResult(statistic, jnp.asarray(p_value, statistic.dtype), mean, variance, shape, scale)
 
 
 def permutation_null(key, Kc: Array, pair_kernel, sample: Array, n_permutations: int, batch_size: int = 1
@@ -351,7 +351,7 @@ def _bandwidth(x, kernel, bandwidth):
 
 
 @partial(jax.jit, static_argnames=("kernels", "method", "n_permutations", "batch_size"))
-def _test_exact(key, x, y, bandwidth_x, bandwidth_y, *, kernels, method, n_permutations, batch_size) -> Result:
+def _test_exact(key, x, y, bandwidth_x, bandwidth_y, *, kernels, method, n_permutations, batch_size) -> IndependenceResult:
     bandwidth_y = _bandwidth(y, kernels[1], bandwidth_y)
     K, L = _grams(x, y, bandwidth_x, bandwidth_y, kernels)
     m = K.shape[0]
@@ -432,7 +432,7 @@ def hsic_rff(key, x, y, n_features: int = 256, kernel: str | tuple[str, str] = "
 
 
 @partial(jax.jit, static_argnames=("kernels", "n_features"))
-def _test_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features) -> Result:
+def _test_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features) -> IndependenceResult:
     """The gamma test (3)-(5) on features; the pair mean of (4) over the pairs of a random
     subsample of RFF_SUBSAMPLE points (all m(m - 1) pairs would take O(m^2 D) time)."""
     k_features, k_subsample = jax.random.split(key)
@@ -450,7 +450,7 @@ def _test_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features) -> Re
 
 def test(key, x, y, method: str = "gamma", n_permutations: int = 1000, kernel: str | tuple[str, str] = "gaussian", *,
          bandwidth_x=None, bandwidth_y=None, approximation: str | None = None, n_features: int = 256,
-         batch_size: int = 2) -> Result:
+         batch_size: int = 2) -> IndependenceResult:
     """Test independence of ``x`` and ``y`` with the HSIC statistic T = m HSIC_b.
 
     Parameters
@@ -475,7 +475,7 @@ def test(key, x, y, method: str = "gamma", n_permutations: int = 1000, kernel: s
 
     Returns
     -------
-    Result
+    IndependenceResult
         ``statistic``, ``p_value``, ``null_mean``, ``null_variance``, ``shape``, ``scale``.
 
     Raises
@@ -565,6 +565,6 @@ def _check_gram(K: np.ndarray, name: str) -> None:
         raise ValueError(f"precomputed {name} must be a symmetric Gram matrix.")
 
 
-__all__ = ["Result", "KERNELS", "ESTIMATORS", "METHODS", "hsic", "hsic_biased_gram", "hsic_unbiased_gram", "test",
+__all__ = ["IndependenceResult", "KERNELS", "ESTIMATORS", "METHODS", "hsic", "hsic_biased_gram", "hsic_unbiased_gram", "test",
            "hsic_rff", "random_features", "median_bandwidth", "middle_squared_distances", "squared_distances", "gram",
            "centre", "gamma_null", "permutation_null", "cyclic_diagonals", "paired_kernel", "permutation_p_value"]
