@@ -131,16 +131,7 @@ def sachs_subsample(seed: int) -> np.ndarray:
 def sparse_precision_covariance(p: int) -> np.ndarray:
     """The covariance of a sparse, well-conditioned precision (about two random edges per
     variable, as ``bench_glasso.py``)."""
-    rng = np.random.default_rng(12345)
-    theta = np.zeros((p, p))
-    i, j = rng.integers(0, p, 2 * p), rng.integers(0, p, 2 * p)
-    keep = i != j
-    theta[i[keep], j[keep]] = rng.uniform(0.2, 0.4, keep.sum()) * rng.choice([-1, 1], keep.sum())
-    theta = np.triu(theta, 1)
-    theta = theta + theta.T
-    theta += np.diag(np.abs(theta).sum(1) + 0.5)
-    d = np.sqrt(np.diag(theta))
-    return np.linalg.inv(theta / d[:, None] / d[None])
+    return np.linalg.inv(datasets.sparse_precision(p, np.random.default_rng(12345)))
 
 
 def gaussian_rows(cov: np.ndarray, n: int, seed: int) -> np.ndarray:

@@ -32,6 +32,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from bayeskit.covariance import glasso  # noqa: E402
+from bayeskit.datasets import sparse_precision  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peers_r  # noqa: E402
@@ -42,15 +43,7 @@ ALPHA = 0.1
 
 def problem(p: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    theta = np.zeros((p, p))
-    i, j = rng.integers(0, p, 2 * p), rng.integers(0, p, 2 * p)
-    keep = i != j
-    theta[i[keep], j[keep]] = rng.uniform(0.2, 0.4, keep.sum()) * rng.choice([-1, 1], keep.sum())
-    theta = np.triu(theta, 1)
-    theta = theta + theta.T
-    theta += np.diag(np.abs(theta).sum(1) + 0.5)
-    d = np.sqrt(np.diag(theta))
-    theta = theta / d[:, None] / d[None]
+    theta = sparse_precision(p, rng)
     X = rng.multivariate_normal(np.zeros(p), np.linalg.inv(theta), size=2 * p)
     return np.cov(X.T, bias=True)
 

@@ -185,3 +185,15 @@ def test_robpca_data_sets_match_their_readme():
     assert octane["X"].shape == (39, 226) and octane["y"].shape == (39,)
     with pytest.raises(ValueError, match="one of"):
         load_robpca("iris")
+
+
+def test_sparse_precision_is_sparse_unit_diagonal_and_well_conditioned():
+    from bayeskit.datasets import sparse_precision
+
+    theta = sparse_precision(200, np.random.default_rng(0))
+    np.testing.assert_allclose(theta, theta.T, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(np.diag(theta), 1.0)
+    edges = np.count_nonzero(np.triu(theta, 1))
+    assert 150 <= edges <= 250  # 2p pairs drawn, those above the diagonal kept: about p edges
+    eig = np.linalg.eigvalsh(theta)
+    assert eig[0] > 0 and eig[-1] / eig[0] < 100  # diagonally dominant, so positive definite

@@ -1,0 +1,21 @@
+"""A synthetic graphical-lasso problem: a sparse, well-conditioned precision matrix."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def sparse_precision(p: int, rng: np.random.Generator) -> np.ndarray:
+    """A (p, p) precision from 2p random index pairs with weights +-[0.2, 0.4], of which the
+    pairs above the diagonal are kept (about one edge per variable), made diagonally
+    dominant (diagonal = row sum of |off-diagonal| + 0.5) and scaled to a unit diagonal.
+    Draws from ``rng``."""
+    theta = np.zeros((p, p))
+    i, j = rng.integers(0, p, 2 * p), rng.integers(0, p, 2 * p)
+    keep = i != j
+    theta[i[keep], j[keep]] = rng.uniform(0.2, 0.4, keep.sum()) * rng.choice([-1, 1], keep.sum())
+    theta = np.triu(theta, 1)
+    theta = theta + theta.T
+    theta += np.diag(np.abs(theta).sum(1) + 0.5)
+    d = np.sqrt(np.diag(theta))
+    return theta / d[:, None] / d[None]
