@@ -11,7 +11,8 @@ offers ``bayeskit.save`` / ``bayeskit.load`` on top of :func:`save` and :func:`l
 The file
 --------
 A zip archive (``np.load`` can open it too) holding ``bayeskit.json`` and one
-``arrays/<i>.npy`` per array. The header is a JSON object::
+``arrays/<i>.npy`` per array, written and checked by :mod:`bayeskit.core.archive`. The
+header is a JSON object::
 
     {"format": "bayeskit", "format_version": 1, "bayeskit_version": "0.1.0",
      "versions": {"jax": ..., "numpy": ..., "equinox": ...},
@@ -47,11 +48,7 @@ import inspect
 import io
 import json
 import math
-import os
-import secrets
 import struct
-import zipfile
-import zlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -60,10 +57,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-FORMAT = "bayeskit"
-FORMAT_VERSION = 1
-HEADER = "bayeskit.json"
-ARRAY_KINDS = "biufcUS"  # numeric, bool and fixed-width string dtypes: no objects, no records
+from bayeskit.core.archive import ARRAY_KINDS, FORMAT, FORMAT_VERSION, bad, read, write
+
 KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _LITERALS = (type(None), bool, int, str)
 
@@ -74,10 +69,6 @@ class _Probe(eqx.Enumeration):
 
 _ENUM_ITEM = type(_Probe.probe)  # equinox's EnumerationItem, without a private import
 _ENUM_META = type(_Probe)
-
-
-def _array_name(i: int) -> str:
-    return f"arrays/{i}.npy"
 
 
 def class_name(cls: type) -> str:
@@ -261,7 +252,7 @@ class _Decoder:
         self._cache: dict[tuple, object] = {}
 
     def bad(self, where: str, problem: str) -> ValueError:
-        return _bad(self.source, where, problem)
+        return bad(self.source, where, problem)
 
     def decode(self, node, where: str):
         if type(node) in _LITERALS or type(node) is float:
@@ -466,109 +457,6 @@ def _weak(x: jax.Array) -> jax.Array:
     return _convert_element_type(x, x.dtype, weak_type=True)
 
 
-# ------------------------------------------------------------------------------ the file
-
-
-def _bad(source, where: str, problem: str) -> ValueError:
-    return ValueError(f"{source}: bad bayeskit file: {where}: {problem}.")
-
-
-def _write(path: Path, header: bytes, blobs: list[bytes]) -> Path:
-    """Write the archive under a temporary name beside ``path``, then rename it over
-    ``path``: a reader never sees half a file, and a failure leaves none."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        with open(tmp, "xb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
-                z.writestr(HEADER, header)
-                for i, blob in enumerate(blobs):
-                    z.writestr(_array_name(i), blob)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _check_table(source, table) -> list[tuple[str, list[int]]]:
-    if type(table) is not list:
-        raise _bad(source, "header 'arrays'", "must be a list")
-    out = []
-    for i, entry in enumerate(table):
-        ok = (type(entry) is dict and set(entry) == {"dtype", "shape"} and type(entry["dtype"]) is str
-              and type(entry["shape"]) is list and all(type(n) is int and n >= 0 for n in entry["shape"]))
-        if not ok:
-            raise _bad(source, f"header 'arrays'[{i}]", f"needs a dtype string and a shape list, found {entry!r}")
-        out.append((entry["dtype"], entry["shape"]))
-    return out
-
-
-def _member(source, z: zipfile.ZipFile, name: str) -> bytes:
-    try:
-        return z.read(name)
-    except KeyError as e:
-        raise _bad(source, name, "missing") from e
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as e:
-        # RuntimeError, NotImplementedError: zipfile's "encrypted" and "unsupported feature"
-        raise _bad(source, name, f"cannot be read, the file is truncated or corrupted ({e})") from e
-
-
-def _read_header(source, z: zipfile.ZipFile) -> dict:
-    names = z.namelist()
-    if HEADER not in names:
-        raise _bad(source, HEADER, "missing: this is not a bayeskit file")
-    if len(set(names)) != len(names):
-        raise _bad(source, "archive", "members appear twice")
-    try:
-        header = json.loads(_member(source, z, HEADER).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-        raise _bad(source, HEADER, f"not valid JSON ({e})") from e
-    if type(header) is not dict or header.get("format") != FORMAT:
-        raise _bad(source, HEADER, "not a bayeskit header (no \"format\": \"bayeskit\")")
-    version = header.get("format_version")
-    if type(version) is not int or version < 1:
-        raise _bad(source, "header 'format_version'", f"{version!r} is not a format version")
-    if version > FORMAT_VERSION:
-        raise _bad(source, "header 'format_version'", f"format {version} was written by a newer bayeskit "
-                   f"({header.get('bayeskit_version')!r}); this one reads format {FORMAT_VERSION}")
-    if "tree" not in header:
-        raise _bad(source, "header 'tree'", "missing")
-    expected = {HEADER} | {_array_name(i) for i in range(len(_check_table(source, header.get("arrays"))))}
-    extra = sorted(set(names) - expected)
-    if extra:
-        raise _bad(source, "archive", f"unexpected members {extra[:5]}")
-    return header
-
-
-def _read_array(source, z: zipfile.ZipFile, i: int, dtype: str, shape: list[int]) -> np.ndarray:
-    name = _array_name(i)
-    raw = _member(source, z, name)
-    try:
-        array = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
-    except (ValueError, OSError, EOFError, SyntaxError) as e:
-        raise _bad(source, name, f"not a readable .npy array ({e})") from e
-    found = np.lib.format.dtype_to_descr(array.dtype)
-    if array.dtype.kind not in ARRAY_KINDS or found != dtype or list(array.shape) != shape:
-        raise _bad(source, name, f"holds {found} {list(array.shape)}, the header says {dtype} {shape}")
-    return array
-
-
-def _read(path: Path) -> tuple[dict, list[np.ndarray]]:
-    if path.is_dir():
-        old = (path / "meta.json").exists()
-        raise _bad(path, "file", "a folder in the old format (meta.json, result.eqx), which bayeskit no longer reads; "
-                   "fit again and save" if old else "a folder, not a bayeskit file")
-    try:
-        with zipfile.ZipFile(path) as z:
-            header = _read_header(path, z)
-            table = _check_table(path, header["arrays"])
-            return header, [_read_array(path, z, i, dtype, shape) for i, (dtype, shape) in enumerate(table)]
-    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as e:
-        raise _bad(path, "archive", f"not a readable zip archive, truncated or corrupted ({e})") from e
-
-
 # ------------------------------------------------------------------------------- public
 
 
@@ -602,7 +490,7 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
         header["hparams"] = encoder.encode(hparams, "hparams")
     header["arrays"] = encoder.table
     data = json.dumps(header, allow_nan=False, indent=1).encode("utf-8")
-    return _write(Path(path), data, encoder.blobs)
+    return write(Path(path), data, encoder.blobs)
 
 
 def load(path, *, classes: Mapping[str, type]):
@@ -616,7 +504,7 @@ def load(path, *, classes: Mapping[str, type]):
         that is not in ``classes``; the message names the file and the bad part.
     """
     path = Path(path)
-    header, arrays = _read(path)
+    header, arrays = read(path)
     decoder = _Decoder(path, classes, arrays)
     try:
         obj = decoder.decode(header["tree"], "tree")
@@ -624,6 +512,6 @@ def load(path, *, classes: Mapping[str, type]):
             return obj
         return obj, decoder.decode(header["hparams"], "hparams")
     except RecursionError as e:
-        raise _bad(path, "header", "nested too deeply") from e
+        raise bad(path, "header", "nested too deeply") from e
     except (TypeError, KeyError, IndexError, OverflowError) as e:  # a crafted header the checks above did not foresee
-        raise _bad(path, "header", f"cannot be decoded ({type(e).__name__}: {e})") from e
+        raise bad(path, "header", f"cannot be decoded ({type(e).__name__}: {e})") from e
