@@ -267,7 +267,7 @@ def case_sparse_pca(size: str) -> Case:
 
     def functional(hp):
         if hasattr(sparse_pca, "fit_components"):
-            return lambda seed, X: sparse_pca.fit_components(X, 2, alpha=hp["alpha"], **options).components
+            return lambda seed, X: sparse_pca.fit_components(X, 2, alpha=hp["alpha"], **options).state.components
 
         def call(seed, X):  # the same host loop, where sparse_pca has no fit_components
             moments, V = sparse_pca.Moments(X), np.zeros((X.shape[1], 0))

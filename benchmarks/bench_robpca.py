@@ -70,7 +70,7 @@ def largest_angle(A, B) -> float:
 
 
 def robpca_row(name: str, X: np.ndarray, k: int) -> dict:
-    f = jax.jit(lambda key, X: robpca.fit(key, X, k))
+    f = jax.jit(lambda key, X: robpca.fit(key, X, k).state)
     r, seconds, compile_s = best_of(lambda: f(jax.random.key(0), X))
     ours_flag = (np.asarray(r.score_distances) > float(r.sd_cutoff)) | (np.asarray(r.orthogonal_distances) > float(r.od_cutoff))
     row = {"data": name, "n": X.shape[0], "p": X.shape[1], "k": k,
@@ -110,7 +110,7 @@ def replications(n_rep: int = 1000, seed: int = 0) -> dict:
     X = rng.normal(size=(n_rep, 100, 4)) * sd
     X[:, :10] = rng.normal(size=(n_rep, 10, 4)) * sd + [0, 0, 0, 10.0]
     keys = jax.random.split(jax.random.key(seed), n_rep)
-    one = lambda key, X: robpca.fit(key, X, 3)  # noqa: E731
+    one = lambda key, X: robpca.fit(key, X, 3).state  # noqa: E731
     r, seconds, compile_s = best_of(lambda: bayeskit.sweep(one, keys, (X,)).results, repeats=1)
     angles = [largest_angle(np.asarray(c), np.eye(4)[:, :3]) for c in np.asarray(r.components)]
     return {"n_replications": n_rep, "seconds": seconds, "compile_seconds": compile_s,
@@ -127,7 +127,7 @@ def mcd_row(n: int, p: int) -> dict:
 
     X = shifted(n, p, k=min(5, p), seed=1)
     h = mcd.default_h(n, p)
-    f = jax.jit(lambda key, X: mcd.fit(key, X))
+    f = jax.jit(lambda key, X: mcd.fit(key, X).state)
     r, seconds, compile_s = best_of(lambda: f(jax.random.key(0), X))
     row = {"n": n, "p": p, "h": h, "bayeskit": {"seconds": seconds, "compile_seconds": compile_s,
                                                 "raw_log_det": raw_log_det(X, r.raw_support)}}

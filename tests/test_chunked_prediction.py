@@ -51,8 +51,8 @@ def test_bsml_and_probit(multilabel):
 
 def test_conditional_densities(regression):
     X, y, X_new, y_new = regression
-    for model, predictive in ((gp.fit(X, y[:, None], max_iter=30), gp.predictive),
-                              (cdpmm.fit(X, y[:, None], 4, max_iter=50), cdpmm.predictive)):
+    for model, predictive in ((gp.fit(X, y[:, None], max_iter=30).state, gp.predictive),
+                              (cdpmm.fit(jax.random.key(0), X, y[:, None], 4, max_iter=50).state, cdpmm.predictive)):
         same(predictive(model, X_new, chunk_size=CHUNK), predictive(model, X_new))
     est = SBMoERegressor(n_experts=3, max_iter=3, gate_steps=5, n_gate=10, n_draws=10, random_state=0).fit(X, y)
     key, state, hp = jax.random.key(1), est.state_, est.hyperparams_

@@ -2,11 +2,15 @@
 second fit on new data of the same shapes with new values of the continuous
 hyperparameters compiles nothing; bad input is refused with a ``ValueError`` before
 anything is traced or compiled. Compilations are counted from JAX's own monitoring events.
-Every random functional fit, vmapped over keys, equals the separate fits."""
+Every random functional fit, vmapped over keys, equals the separate fits; every public fit
+returns the one shape of a fit, :class:`~bayeskit.core.status.FitResult`."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import inspect
+import pkgutil
 import warnings
 
 import jax
@@ -15,6 +19,7 @@ import pytest
 from jax import monitoring
 
 from bayeskit import estimators as E
+from bayeskit.core.status import FitResult
 from bayeskit.density import sbmoe
 from bayeskit.multilabel import bsml, probit
 from bayeskit.relational import mmsb
@@ -158,6 +163,7 @@ def test_vmap_over_keys_equals_separate_fits(name):
     data = (X, Y, relations(rng)[0])
     fit = RANDOM_FITS[name]
     keys = jax.random.split(jax.random.key(3), 3)
+    assert isinstance(fit(keys[0], data), FitResult)
     batched = _plain(jax.vmap(lambda k: fit(k, data))(keys))
     for i in range(3):
         alone = _plain(fit(keys[i], data))
@@ -168,3 +174,25 @@ def test_vmap_over_keys_equals_separate_fits(name):
     differ = any(not np.allclose(np.asarray(leaf)[0], np.asarray(leaf)[1], equal_nan=True) for leaf in jax.tree.leaves(batched)
                  if np.issubdtype(np.asarray(leaf).dtype, np.floating))
     assert differ
+
+
+def _public_fits():
+    """(module, name, function) of every public ``fit``, ``fit_*`` and ``*_fit`` of the families."""
+    for family in ("multilabel", "density", "relational", "sparse", "covariance", "robust"):
+        package = importlib.import_module(f"bayeskit.{family}")
+        for info in pkgutil.walk_packages(package.__path__, f"{package.__name__}."):
+            module = importlib.import_module(info.name)
+            for name, fn in vars(module).items():
+                fit_like = name == "fit" or name.startswith("fit_") or name.endswith("_fit")
+                if fit_like and inspect.isfunction(fn) and fn.__module__ == module.__name__:
+                    yield info.name, name, fn
+
+
+def test_every_public_fit_is_declared_to_return_a_fit_result():
+    """One shape for a fit, closed forms included (``n_iter`` 0, the objective at the
+    solution); the modules' own tests check what each returns."""
+    fits = list(_public_fits())
+    assert len(fits) >= 16
+    other = [f"{module}.{name} -> {inspect.signature(fn).return_annotation}" for module, name, fn in fits
+             if inspect.signature(fn).return_annotation not in ("FitResult", FitResult)]
+    assert not other

@@ -15,7 +15,10 @@ from identical import assert_identical
 
 import bayeskit
 import bayeskit.estimators as E
+from bayeskit.covariance import rca, sparse_pca
+from bayeskit.density import cdpmm, gp
 from bayeskit.persistence import allowed_classes
+from bayeskit.robust import mcd, robpca
 
 _rng = np.random.default_rng(0)
 X = _rng.normal(size=(30, 4))
@@ -90,6 +93,26 @@ def test_vmapped_fit_result_with_hyperparameters(tmp_path):
     assert loaded.trace.shape == (3, 3) and loaded.status._value.shape == (3,)
     second = lambda r: jax.tree.map(lambda a: a[1], r.state)
     assert_identical(probit.predict_proba(second(loaded), X), probit.predict_proba(second(result), X))
+
+
+CLOSED_FORM = {  # fits without an iteration trace, each of a different kind of state
+    "mcd": lambda: mcd.fit(jax.random.key(0), X, n_starts=5),
+    "robpca": lambda: robpca.fit_auto(jax.random.key(0), X, n_starts=5),
+    "rca": lambda: rca.fit(X.T @ X / len(X), np.eye(4)),
+    "sparse_pca": lambda: sparse_pca.fit_components(X, 2, alpha=0.1),
+    "gp": lambda: gp.fit(X, Y_REG, max_iter=5),
+    "cdpmm": lambda: cdpmm.fit(jax.random.key(0), X, Y_REG, 2, max_iter=5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED_FORM))
+def test_closed_form_fit_result_round_trip_is_bit_for_bit(name, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few iterations: convergence warnings
+        result = CLOSED_FORM[name]()
+    loaded = bayeskit.load(bayeskit.save(tmp_path / f"{name}.bkz", result))
+    assert type(loaded.state) is type(result.state)
+    assert_identical(result, loaded)
 
 
 def test_shared_arrays_stay_shared(tmp_path):

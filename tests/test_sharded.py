@@ -98,9 +98,9 @@ def test_components_robpca_mcd_glasso_sparse_pca():
     rng = np.random.default_rng(4)
     X = rng.normal(size=(B, 30, 4)) * np.sqrt([8.0, 4.0, 2.0, 1.0])
     X[:, :3, 3] += 10.0
-    check(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS), keys(), (X,),
+    check(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS).state, keys(), (X,),
           leaves=lambda r: (r.eigenvalues, jnp.abs(r.components), r.score_distances))
-    check(lambda k, x: mcd.fit(k, x, n_starts=N_STARTS), keys(), (X,), leaves=lambda r: (r.location, r.covariance))
+    check(lambda k, x: mcd.fit(k, x, n_starts=N_STARTS).state, keys(), (X,), leaves=lambda r: (r.location, r.covariance))
     S = np.cov(rng.normal(size=(40, 6)) @ rng.normal(size=(6, 6)), rowvar=False)
     check(lambda S, hp: glasso.fit(S, hp, throw=False), None, (S,), glasso.Hyperparams(np.linspace(0.05, 0.5, B)),
           in_axes=(None, 0), leaves=lambda r: r.state.precision, atol=1e-6)  # vmapped problems sweep the

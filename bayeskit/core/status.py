@@ -14,14 +14,15 @@ from jaxtyping import Array, Float, Int, PyTree
 class Status(eqx.Enumeration):
     """How a fit ended. Each item's text says what to do about it."""
 
-    successful = "converged: the relative change of the objective fell below tol."
+    successful = ("converged: the relative change of the objective fell below tol (or, for a fit "
+                  "without iterations, the solution is finite).")
     max_iter_reached = (
         "stopped at max_iter before the relative change of the objective fell below "
         "tol; the result is usable, but raise max_iter or tol for a converged fit."
     )
     nonfinite = (
-        "the objective became NaN or inf; the last finite state is returned. Check the "
-        "input for extreme scales, or fit in float64 (jax_enable_x64)."
+        "the objective or the estimates became NaN or inf (an iterative fit returns its last "
+        "finite state). Check the input for extreme scales, or fit in float64 (jax_enable_x64)."
     )
     not_positive_definite = (
         "a covariance matrix was not positive definite even after adding jitter; the "
@@ -64,3 +65,19 @@ class FitResult(eqx.Module):
     @property
     def converged(self) -> Array:
         return self.status == Status.successful
+
+
+def solved(state: PyTree, objective, ok=None) -> FitResult:
+    """The :class:`FitResult` of a fit without an iteration trace (a closed form, a search
+    over starts, a host-driven solver): ``trace`` holds the one ``objective`` at the
+    solution and ``n_iter`` is 0. The status is successful where ``ok`` (default: the
+    objective is finite) and nonfinite elsewhere. Call it unbatched (inside ``vmap``)."""
+    objective = jnp.asarray(objective)
+    ok = jnp.isfinite(objective) if ok is None else jnp.asarray(ok)
+    status = Status.where(ok, Status.successful, Status.nonfinite)
+    return FitResult(state, objective[None], jnp.zeros((), jnp.int32), status)
+
+
+def all_finite(*arrays) -> Array:
+    """True when every entry of every array is finite."""
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))

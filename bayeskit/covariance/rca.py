@@ -62,7 +62,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import loop
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import is_concrete
 from bayeskit.covariance import glasso
 
@@ -81,18 +81,19 @@ class Solution(eqx.Module):
     eigenvalues : (p,) all generalised eigenvalues d, in decreasing order
     eigenvectors : (p, p) S, Sigma-normalised (S' Sigma S = I), columns in the same order
     n_components : number of the k leading eigenvalues above 1 (the nonzero columns of W)
-    log_likelihood : (1) per draw at the solution
     """
 
     components: Float[Array, "p k"]
     eigenvalues: Float[Array, " p"]
     eigenvectors: Float[Array, "p p"]
     n_components: Array
-    log_likelihood: Array
 
 
-def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Solution:
-    """ML RCA (2) for a second-moment matrix ``C`` and explained covariance ``Sigma``.
+def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> FitResult:
+    """ML RCA (2) for a second-moment matrix ``C`` and explained covariance ``Sigma``: a
+    :class:`~bayeskit.core.status.FitResult` whose state is the :class:`Solution` and
+    whose objective is the log-likelihood (1) per draw at it (nonfinite status when it is
+    not finite).
 
     ``n_components`` (static) fixes k, the width of W; ``None`` keeps all p columns, of
     which those with eigenvalues above 1 are nonzero (the data choose q). Jittable and
@@ -102,17 +103,25 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Sol
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
-    return _solve(jnp.asarray(C), jnp.asarray(Sigma), n_components)
+    return _fit(jnp.asarray(C), jnp.asarray(Sigma), n_components)
 
 
 @functools.partial(jax.jit, static_argnames="n_components")
-def _solve(C, Sigma, n_components: int | None) -> Solution:
+def _fit(C, Sigma, n_components: int | None) -> FitResult:
     C, Sigma = symmetrize(C), symmetrize(Sigma)
+    solution = solve(C, Sigma, n_components)
+    ll = log_likelihood(C, solution.components, Sigma)
+    return solved(solution, ll, jnp.isfinite(ll) & all_finite(solution.components, solution.eigenvalues))
+
+
+def solve(C, Sigma, n_components: int | None = None) -> Solution:
+    """The :class:`Solution` of (2) for symmetric ``C`` and ``Sigma``, unchecked (the
+    closed form inside :func:`fit` and the EM's M-step for W)."""
     k = C.shape[0] if n_components is None else n_components
     d, S = generalized_eigh(C, Sigma)
     d, S = d[::-1], S[:, ::-1]  # decreasing
     W = Sigma @ S[:, :k] * jnp.sqrt(jnp.maximum(d[:k] - 1, 0))
-    return Solution(W, d, S, jnp.sum(d[:k] > 1), log_likelihood(C, W, Sigma))
+    return Solution(W, d, S, jnp.sum(d[:k] > 1))
 
 
 @jax.jit
@@ -216,7 +225,7 @@ def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
     warm = glasso.state_from_precision(state.sparse.precision, Ezz, ghp)
     sparse = glasso.fit(Ezz, ghp, init_state=warm, max_iter=glasso_max_iter, tol=glasso_tol, throw=False).state
     Sigma = sparse.covariance + hp.noise_variance * jnp.eye(p, dtype=C.dtype)
-    W = fit(C, Sigma, state.W.shape[1]).components
+    W = solve(symmetrize(C), symmetrize(Sigma), state.W.shape[1]).components
     b = bound(W, sparse.precision, sparse.covariance, C, hp)
     drop = jnp.maximum(state.bound - b, 0)
     return EMState(W, sparse, b, jnp.maximum(state.max_decrease, drop), state.t + 1)
@@ -315,5 +324,5 @@ def check_components(k, p: int) -> None:
         raise ValueError(f"n_components must be an int in [1, {p}] or None; got {k!r}.")
 
 
-__all__ = ["Solution", "fit", "log_likelihood", "posterior", "paired_time_kernel", "EMHyperparams", "EMState",
+__all__ = ["Solution", "fit", "solve", "log_likelihood", "posterior", "paired_time_kernel", "EMHyperparams", "EMState",
            "bound", "em_init", "expected_second_moment", "em_update", "em_fit", "em_path", "check_covariance"]

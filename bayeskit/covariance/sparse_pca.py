@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, Status
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
@@ -306,12 +306,15 @@ class Components(eqx.Module):
 
 
 def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
-                   max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> Components:
+                   max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> FitResult:
     """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),
     each of the covariance deflated by the ones before (projection deflation), at the fixed
     penalty ``alpha`` or at the penalty found by bisection for ``cardinality`` non-zeros
     (give exactly one). Host-driven: the sizes of the surviving blocks are data-dependent,
-    so each solve runs on a block padded to a power of two (few compiled shapes)."""
+    so each solve runs on a block padded to a power of two (few compiled shapes).
+
+    Returns a :class:`~bayeskit.core.status.FitResult` (NumPy leaves) whose state is the
+    :class:`Components` and whose objective is their total explained variance."""
     if (cardinality is None) == (alpha is None):
         raise ValueError("give exactly one of cardinality and alpha.")
     moments = Moments(data)
@@ -330,7 +333,10 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
         V = np.c_[V, v]
         alphas.append(lam)
         kept.append(n_kept)
-    return Components(V.T, np.array(alphas), np.array(kept), np.array(explained), moments.mean)
+    components = Components(V.T, np.array(alphas), np.array(kept), np.array(explained), moments.mean)
+    total = np.sum(components.explained_variance)
+    status = Status.successful if np.isfinite(total) and np.all(np.isfinite(V)) else Status.nonfinite
+    return FitResult(components, np.array([total]), np.asarray(0), status)
 
 
 __all__ = ["Hyperparams", "Components", "fit_components", "Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update",

@@ -27,6 +27,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
+from bayeskit.core.status import FitResult, Status
 from bayeskit.density.mixture import Mixture
 
 
@@ -43,8 +44,14 @@ class CDPMM(eqx.Module):
     scale: Float[Array, " d"]
 
 
-def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000, reg_covar: float = 1e-6) -> CDPMM:
-    """Fit the DP mixture (alpha = 1, truncation ``n_components``) to the joint (x, y)."""
+def fit(key, X, Y, n_components: int, *, max_iter: int = 1000, reg_covar: float = 1e-6) -> FitResult:
+    """Fit the DP mixture (alpha = 1, truncation ``n_components``) to the joint (x, y) by
+    scikit-learn's variational ``BayesianGaussianMixture``, seeded from ``key``.
+
+    Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`CDPMM`,
+    whose objective is scikit-learn's final lower bound and ``n_iter`` its iterations;
+    the status is ``max_iter_reached`` when it did not converge. ``reg_covar`` grows
+    tenfold (up to 1e-2) while the empirical covariance of a component is ill-defined."""
     from sklearn.mixture import BayesianGaussianMixture
 
     X = validation.check_matrix(X, "X", min_rows=2)
@@ -57,6 +64,7 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
     V = np.hstack([X[:, list(keep)], Y]).astype(np.float64)
     shift, sd = V.mean(0), V.std(0)
     scale = np.where(sd > 0, sd, 1.0)
+    seed = int(jax.random.randint(key, (), 0, np.iinfo(np.int32).max))
     while True:
         try:
             model = BayesianGaussianMixture(
@@ -66,14 +74,14 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
                 covariance_type="full",
                 max_iter=max_iter,
                 reg_covar=reg_covar,
-                random_state=random_state,
+                random_state=seed,
             ).fit((V - shift) / scale)
             break
         except ValueError as err:
             if "ill-defined empirical covariance" not in str(err) or reg_covar >= 1e-2:
                 raise
             reg_covar *= 10
-    return CDPMM(
+    state = CDPMM(
         weights=jnp.asarray(model.weights_),
         means=jnp.asarray(model.means_),
         covariances=jnp.asarray(model.covariances_),
@@ -83,6 +91,8 @@ def fit(X, Y, n_components: int, *, random_state: int = 0, max_iter: int = 1000,
         shift=jnp.asarray(shift),
         scale=jnp.asarray(scale),
     )
+    status = Status.successful if model.converged_ else Status.max_iter_reached
+    return FitResult(state, jnp.asarray([model.lower_bound_]), jnp.asarray(model.n_iter_), status)
 
 
 @functools.partial(jax.jit, static_argnames="chunk_size")

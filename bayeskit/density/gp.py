@@ -24,6 +24,7 @@ from jaxtyping import Array, Float
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist
+from bayeskit.core.status import FitResult, Status, all_finite
 from bayeskit.density.mixture import Mixture
 
 
@@ -59,8 +60,9 @@ def _value_and_grad(log_params: Array, X: Array, y: Array):
     return jax.value_and_grad(_neg_evidence)(log_params, X, y)
 
 
-def _optimise(X: Array, y: Array, max_iter: int) -> np.ndarray:
-    """Maximise the evidence by L-BFGS-B on the host, with a jitted value and gradient."""
+def _optimise(X: Array, y: Array, max_iter: int):
+    """Maximise the evidence by L-BFGS-B on the host, with a jitted value and gradient
+    (SciPy's ``OptimizeResult``)."""
     from scipy.optimize import minimize
 
     dx = X.shape[1]
@@ -71,7 +73,7 @@ def _optimise(X: Array, y: Array, max_iter: int) -> np.ndarray:
         return float(value), np.asarray(grad, np.float64)
 
     bounds = [(-10.0, 10.0)] + [(-25.0, 10.0)] * dx + [(-12.0, 5.0)]
-    return minimize(f, start, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter}).x
+    return minimize(f, start, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
 
 
 @jax.jit
@@ -86,10 +88,15 @@ def _posterior(log_params: Array, X: Array, Y: Array):
     return jax.vmap(one, in_axes=(0, 1))(log_params, Y)
 
 
-def fit(X, Y, *, max_iter: int = 200) -> GP:
+def fit(X, Y, *, max_iter: int = 200) -> FitResult:
     """Fit one ARD GP per output column by L-BFGS-B on the log evidence (at most
     ``max_iter`` iterations each; log amplitude in [-10, 10], log ARD weights in
-    [-25, 10] so that an irrelevant input can be switched off, log noise in [-12, 5])."""
+    [-25, 10] so that an irrelevant input can be switched off, log noise in [-12, 5]).
+
+    Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`GP`,
+    whose objective is the summed log evidence of the standardised outputs and whose
+    ``n_iter`` is the most L-BFGS-B iterations any output took; the status is
+    ``max_iter_reached`` when an output's search stopped before converging."""
     X = validation.check_matrix(X, "X", min_rows=2)
     Y = np.asarray(Y)
     Y = validation.check_matrix(Y[:, None] if Y.ndim == 1 else Y, "Y", min_rows=2)
@@ -99,10 +106,17 @@ def fit(X, Y, *, max_iter: int = 200) -> GP:
     ys, ysd = Y.mean(0), Y.std(0)
     xsd, ysd = np.where(xsd > 0, xsd, 1.0), np.where(ysd > 0, ysd, 1.0)
     Xs, Ys = jnp.asarray((X - xs) / xsd), jnp.asarray((Y - ys) / ysd)
-    log_params = jnp.asarray(np.stack([_optimise(Xs, Ys[:, j], max_iter) for j in range(Ys.shape[1])]), Xs.dtype)
+    searches = [_optimise(Xs, Ys[:, j], max_iter) for j in range(Ys.shape[1])]
+    log_params = jnp.asarray(np.stack([r.x for r in searches]), Xs.dtype)
     chol, alpha = _posterior(log_params, Xs, Ys)
     f = lambda a: jnp.asarray(a, Xs.dtype)
-    return GP(log_params, Xs, chol, alpha, f(xs), f(xsd), f(ys), f(ysd))
+    model = GP(log_params, Xs, chol, alpha, f(xs), f(xsd), f(ys), f(ysd))
+    evidence = -sum(float(r.fun) for r in searches)
+    if not (np.isfinite(evidence) and all_finite(chol, alpha)):
+        status = Status.nonfinite
+    else:
+        status = Status.successful if all(r.success for r in searches) else Status.max_iter_reached
+    return FitResult(model, jnp.asarray([evidence], Xs.dtype), jnp.asarray(max(r.nit for r in searches)), status)
 
 
 @functools.partial(jax.jit, static_argnames="chunk_size")

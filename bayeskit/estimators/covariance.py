@@ -140,14 +140,15 @@ class RCA(TransformerMixin, BaseEstimator):
         if self.n_components is not None:
             validation.check_int_in("n_components", self.n_components, 1, rank)
         # Sigma is checked above and C = Z'Z / n is PSD by construction
-        solution = rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components, check=False)
+        result = finish(rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components, check=False), "RCA")
+        solution = result.state
         q = int(solution.n_components)
         self.components_ = np.asarray(solution.components)[:, :q]
         self.eigenvalues_ = np.asarray(solution.eigenvalues)
         self.eigenvectors_ = np.asarray(solution.eigenvectors)
         self.n_components_ = q
         self.sigma_ = np.asarray(Sigma, C.dtype)
-        self.log_likelihood_ = float(solution.log_likelihood)
+        self.log_likelihood_ = float(result.objective)
         return self
 
     def _draws(self, Y):
@@ -313,9 +314,10 @@ class SparsePCA(TransformerMixin, BaseEstimator):
             validation.check_int_in("cardinality", self.cardinality, 1, p)
         elif self.alpha is not None:
             glasso.check_alpha(self.alpha)
-        r = sparse_pca.fit_components(X, self.n_components, cardinality=self.cardinality, alpha=self.alpha,
-                                      max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
-                                      threshold=self.threshold)
+        result = sparse_pca.fit_components(X, self.n_components, cardinality=self.cardinality, alpha=self.alpha,
+                                           max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
+                                           threshold=self.threshold)
+        r = finish(result, "SparsePCA").state
         self.components_, self.alphas_, self.n_features_kept_ = r.components, r.alphas, r.n_features_kept
         self.explained_variance_, self.mean_ = r.explained_variance, r.mean
         return self

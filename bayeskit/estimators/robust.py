@@ -11,7 +11,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.estimators._common import _key
+from bayeskit.estimators._common import _key, finish
 from bayeskit.robust import mcd, robpca
 
 
@@ -55,7 +55,8 @@ class MinCovDet(BaseEstimator):
         validation.check_int_in("n_starts", self.n_starts, 1)
         n, p = X.shape
         h = mcd.default_h(n, p) if self.support_fraction is None else mcd.h_from_alpha(self.support_fraction, n, p)
-        r = jax.device_get(mcd.fit(_key(self.random_state), X, h, n_starts=int(self.n_starts)))
+        result = finish(mcd.fit(_key(self.random_state), X, h, n_starts=int(self.n_starts)), "MinCovDet")
+        r = jax.device_get(result.state)
         self.location_, self.covariance_ = np.asarray(r.location), np.asarray(r.covariance)
         self.raw_location_, self.raw_covariance_ = np.asarray(r.raw_location), np.asarray(r.raw_covariance)
         self.support_, self.raw_support_ = np.asarray(r.support), np.asarray(r.raw_support)
@@ -127,10 +128,11 @@ class ROBPCA(TransformerMixin, BaseEstimator):
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         validation.check_int_in("n_directions", self.n_directions, 1)
         validation.check_int_in("n_starts", self.n_starts, 1)
-        r, first = robpca.fit_auto(_key(self.random_state), X, self.n_components, float(self.alpha), k_max,
-                                   n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
-        r = jax.device_get(r)
+        result = robpca.fit_auto(_key(self.random_state), X, self.n_components, float(self.alpha), k_max,
+                                 n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
+        r = jax.device_get(finish(result, "ROBPCA").state)
         k = r.eigenvalues.shape[-1]
+        first = k + int(result.n_iter)
         if k < first:
             warnings.warn(f"exact fit: at least h = {r.h} points lie on a subspace of fewer than {first} robust "
                           f"components; refitted with n_components = {k}.", UserWarning, stacklevel=2)

@@ -64,7 +64,7 @@ def _one(method: str, k: int):
 
     def one(key, X):
         if method == "ROBPCA":
-            r = robpca.fit(key, X, k)
+            r = robpca.fit(key, X, k).state
             return r.components, r.eigenvalues
         return pca_baselines.METHODS[method](X, k)[1:]
 

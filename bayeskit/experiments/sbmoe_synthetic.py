@@ -155,11 +155,11 @@ def _fit_all(problem: str, cfg: dict, seed: int):
     seconds = {"SBMoE": time.perf_counter() - t}
     mixtures = {"SBMoE": sbmoe.predictive(k_pred, result.state, X_test, hp, n_gate=cfg["k_g"], n_draws=cfg["k_e"][problem])}
     t = time.perf_counter()
-    dp = cdpmm.fit(np.asarray(X), np.asarray(Y), c, random_state=seed)
+    dp = cdpmm.fit(jax.random.key(seed), np.asarray(X), np.asarray(Y), c).state
     seconds["C-DPMM"] = time.perf_counter() - t
     mixtures["C-DPMM"] = cdpmm.predictive(dp, X_test)
     t = time.perf_counter()
-    g = gp.fit(np.asarray(X), np.asarray(Y))
+    g = gp.fit(np.asarray(X), np.asarray(Y)).state
     seconds["GP"] = time.perf_counter() - t
     mixtures["GP"] = gp.predictive(g, X_test)
     info = {"seconds": seconds, "cdpmm_reg_covar": dp.reg_covar, "gp_log_params": np.asarray(g.log_params).tolist()}

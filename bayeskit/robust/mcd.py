@@ -46,6 +46,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 from scipy import stats
 
+from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 
 REWEIGHT_QUANTILE = 0.975
@@ -262,11 +263,15 @@ def _raw_subset(key, X, h: int, n_starts: int, n_best: int, max_steps: int, init
 
 
 def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 500, n_best: int = 10,
-        max_steps: int = 100, initial: Bool[Array, " n"] | None = None) -> MCD:
+        max_steps: int = 100, initial: Bool[Array, " n"] | None = None) -> FitResult:
     """FAST-MCD (2)-(3) of the rows of ``X`` with subsets of ``h`` points (default
     (n + p + 1) // 2), from ``n_starts`` random elemental starts drawn from ``key``, and
     from the subset ``initial`` (h points) when given. Jittable with ``h``, ``n_starts``,
-    ``n_best`` and ``max_steps`` static; vmappable over keys and stacked data sets."""
+    ``n_best`` and ``max_steps`` static; vmappable over keys and stacked data sets.
+
+    Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`MCD`
+    and whose objective is the criterion log det S_H of the best subset (-inf in an exact
+    fit, which is a valid outcome: the status is nonfinite only when the estimates are)."""
     n, p = np.shape(X)
     h = default_h(n, p) if h is None else h
     if is_concrete(X):
@@ -278,7 +283,7 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
 
 
 @partial(jax.jit, static_argnums=(2, 3, 4, 5))
-def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> MCD:
+def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> FitResult:
     n, p = X.shape
     raw = _raw_subset(key, X, h, n_starts, n_best, max_steps, initial)
     exact = ~jnp.isfinite(raw.log_det)
@@ -293,8 +298,9 @@ def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> MCD:
     normal = jnp.where(exact, eigenvectors[:, 0], 0.0)
     offsets = jnp.abs((X - raw.T) @ normal)
     on_plane = jnp.sum(offsets <= SINGULAR * jnp.sqrt(eigenvalues[-1]))
-    return MCD(T, S, raw.T, S_raw, jnp.where(exact, raw.H, weights), raw.H, jnp.where(exact, jnp.nan, d2),
-               raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
+    estimate = MCD(T, S, raw.T, S_raw, jnp.where(exact, raw.H, weights), raw.H, jnp.where(exact, jnp.nan, d2),
+                   raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
+    return solved(estimate, raw.log_det, all_finite(T, S))
 
 
 __all__ = ["MCD", "Subset", "fit", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",

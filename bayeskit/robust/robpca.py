@@ -58,6 +58,7 @@ from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
 from bayeskit.core.linalg import descending_eigh
+from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 from bayeskit.robust import mcd
 
@@ -81,8 +82,8 @@ class Diagnostics(eqx.Module):
     labels: Int[Array, " n"]
 
 
-class Result(Diagnostics):
-    """A ROBPCA fit: the outlier map of :class:`Diagnostics` with the robust ``eigenvalues``
+class Solution(Diagnostics):
+    """A ROBPCA solution: the outlier map of :class:`Diagnostics` with the robust ``eigenvalues``
     (k,), the ``outlyingness`` (2) (zero in the low-dimensional branch), ``h``, ``rank``
     (numerical rank of the centred data), ``n_reductions`` (dimensions removed by exact-fit
     directions in Step 2) and ``exact_fit`` (the MCD in Step 3 was an exact fit)."""
@@ -214,17 +215,21 @@ def _provisional(key, X, h, k_max, n_directions, n_starts, use_mcd):
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        return descending_eigh(mcd.fit(k_mcd, Z, h, n_starts=n_starts).covariance)[0], rank
+        return descending_eigh(mcd.fit(k_mcd, Z, h, n_starts=n_starts).state.covariance)[0], rank
     H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
     _, S0 = mcd.weighted_moments(Z, H0.astype(Z.dtype))
     return descending_eigh(S0)[0], rank
 
 
 def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 10, *, n_directions: int = 250,
-        n_starts: int = 500, use_mcd: bool = True) -> Result:
+        n_starts: int = 500, use_mcd: bool = True) -> FitResult:
     """ROBPCA with ``k`` components (static; see :func:`choose_k` and :func:`provisional`
     for rrcov's choice). Jittable with k, alpha, k_max, n_directions, n_starts and use_mcd
-    static, and vmappable over keys and stacked data sets."""
+    static, and vmappable over keys and stacked data sets.
+
+    Returns a :class:`~bayeskit.core.status.FitResult` whose state is the
+    :class:`Solution` and whose objective is the criterion log det of the MCD in Step 3
+    (-inf when it is an exact fit; the status is nonfinite only when the estimates are)."""
     n, p = np.shape(X)
     if is_concrete(X):
         X = check_matrix(X, min_rows=2)
@@ -235,12 +240,12 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
 
 
 def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha: float = 0.75, k_max: int = 10, *,
-             n_directions: int = 250, n_starts: int = 500, use_mcd: bool = True) -> tuple[Result, int]:
+             n_directions: int = 250, n_starts: int = 500, use_mcd: bool = True) -> FitResult:
     """ROBPCA as a user runs it: k from ``n_components``, or chosen as rrcov's PcaHubert
     does (:func:`provisional` then :func:`choose_k`); after an exact fit (at least h points
     on a (k-1)-dimensional subspace of the k components) refit with k - 1 until the fit is
-    not exact or k = 1. Returns the result and the k first fitted (the result's k is
-    ``result.eigenvalues.shape[-1]``; smaller after refits). Host-side: k is a shape."""
+    not exact or k = 1. The result's ``n_iter`` counts those refits, so the k first fitted
+    is ``state.eigenvalues.shape[-1] + n_iter``. Host-side: k is a shape."""
     X = check_matrix(X, min_rows=2)
     if np.all(X == X[0]):
         raise ValueError("all rows of X are equal: there is no spread to find components in.")
@@ -252,21 +257,22 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
         k = check_int_in("n_components", n_components, 1, min(X.shape[0] - 1, X.shape[1]))
     first = k
     result = fit(key, X, k, alpha, k_max, **options)
-    if k > int(result.rank):
-        raise ValueError(f"n_components must be at most {int(result.rank)}, the rank of the centred data; got {k}.")
-    while bool(result.exact_fit) and k > 1:
+    if k > int(result.state.rank):
+        raise ValueError(f"n_components must be at most {int(result.state.rank)}, the rank of the centred data; got {k}.")
+    while bool(result.state.exact_fit) and k > 1:
         k -= 1
         result = fit(key, X, k, alpha, k_max, **options)
-    return result, first
+    return eqx.tree_at(lambda r: r.n_iter, result, jnp.asarray(first - k, jnp.int32))
 
 
 @partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
-def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> Result:
+def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> FitResult:
     n, p = X.shape
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        m = mcd.fit(k_mcd, Z, h, n_starts=n_starts)
+        fitted = mcd.fit(k_mcd, Z, h, n_starts=n_starts)
+        m = fitted.state
         values, vectors = descending_eigh(m.covariance)
         basis, centre = vectors[:, :k], m.location
         outl, reductions, exact = jnp.zeros(n, X.dtype), jnp.asarray(0), m.exact_fit
@@ -283,13 +289,15 @@ def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> Result:
         Xk = (Z - mu2) @ V1
         # LIBRA's extra MCD candidate: the h points closest to 0 under diag(l_1..l_k) of S_1
         initial = mcd.closest(jnp.sum(Xk**2 / jnp.maximum(S1_values[:k], jnp.finfo(X.dtype).tiny), 1), h)
-        m = mcd.fit(k_mcd, Xk, h, n_starts=n_starts, initial=initial)
+        fitted = mcd.fit(k_mcd, Xk, h, n_starts=n_starts, initial=initial)
+        m = fitted.state
         values, P = descending_eigh(m.covariance)
         basis, centre, exact = V1 @ P, mu2 + V1 @ m.location, m.exact_fit
     basis = basis * _sign_flip(V @ basis)
     d = diagnostics(X, mu0 + V @ centre, V @ basis, values, h, rank)
-    return Result(**{f: getattr(d, f) for f in Diagnostics.__dataclass_fields__}, eigenvalues=values,
-                  outlyingness=outl, h=h, rank=rank, n_reductions=reductions, exact_fit=exact)
+    solution = Solution(**{f: getattr(d, f) for f in Diagnostics.__dataclass_fields__}, eigenvalues=values,
+                        outlyingness=outl, h=h, rank=rank, n_reductions=reductions, exact_fit=exact)
+    return solved(solution, fitted.objective, all_finite(d.center, d.components, values))
 
 
 def diagnostics(X, center, components, eigenvalues, h: int, rank) -> Diagnostics:
@@ -313,5 +321,5 @@ def _sign_flip(basis):
     return jnp.sign(basis[jnp.argmax(jnp.abs(basis), 0), jnp.arange(basis.shape[1])])
 
 
-__all__ = ["Result", "Diagnostics", "LABELS", "fit", "fit_auto", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
+__all__ = ["Solution", "Diagnostics", "LABELS", "fit", "fit_auto", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
            "pairs", "outlyingness",           "least_outlying", "low_dimensional"]

@@ -29,7 +29,7 @@ assert jax.device_count() == 4 and jax.local_device_count() == 2
 keys, X = robpca_problem()
 half = len(X) // 2
 mine = slice(process_id * half, (process_id + 1) * half)
-local = bayeskit.sweep(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS), keys[mine], (X[mine],), process_local=True)
+local = bayeskit.sweep(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS).state, keys[mine], (X[mine],), process_local=True)
 
 # the whole batch on every process: the penalties, one shared covariance matrix
 S, alphas = glasso_problem()

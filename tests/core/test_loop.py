@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from bayeskit.core import status
 from bayeskit.core.loop import run
 from bayeskit.core.status import FitResult, Status, is_failure
 
@@ -142,14 +143,14 @@ def test_nonfinite_keeps_last_finite_state(k):
 
 
 def test_nonfinite_with_throw_raises_filter_jit():
-    with pytest.raises(eqx.EquinoxRuntimeError, match="objective became NaN or inf"):
+    with pytest.raises(eqx.EquinoxRuntimeError, match="the objective or the estimates became NaN or inf"):
         jax.block_until_ready(fit(init(0.0, nan_at=3), throw=True))
     assert issubclass(eqx.EquinoxRuntimeError, RuntimeError)
 
 
 def test_nonfinite_with_throw_raises_jax_jit():
     f = jax.jit(lambda s: run(update, objective, s, max_iter=50, tol=1e-10, throw=True))
-    with pytest.raises(RuntimeError, match="objective became NaN or inf"):
+    with pytest.raises(RuntimeError, match="the objective or the estimates became NaN or inf"):
         jax.block_until_ready(f(init(0.0, nan_at=3)))
 
 
@@ -233,3 +234,15 @@ def test_progress_bar_under_jit_and_vmap(monkeypatch, capsys, batched):
         assert int(res.n_iter) == len(trace)
     err = capsys.readouterr().err
     assert "fit" in err  # the tqdm bar was drawn (on stderr)
+
+
+def test_solved_reports_the_objective_and_a_status_per_element():
+    """A fit without iterations: its objective is the one trace entry, n_iter 0, and the
+    status is nonfinite exactly where the objective (or the ``ok`` given) says so."""
+    result = jax.vmap(status.solved)(jnp.arange(3.0), jnp.array([1.0, jnp.nan, -jnp.inf]))
+    assert result.trace.shape == (3, 1) and np.all(np.asarray(result.n_iter) == 0)
+    np.testing.assert_array_equal(np.asarray(result.objective), [1.0, np.nan, -np.inf])
+    np.testing.assert_array_equal(np.asarray(result.converged), [True, False, False])
+    exact = status.solved(jnp.zeros(2), -jnp.inf, status.all_finite(jnp.zeros(2), jnp.ones(3)))
+    assert bool(exact.converged)
+    assert not bool(status.all_finite(jnp.zeros(2), jnp.array([1.0, jnp.inf])))

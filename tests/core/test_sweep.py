@@ -103,7 +103,7 @@ def test_two_processes_over_loopback(tmp_path):
     assert all(p.returncode == 0 for p in procs), logs
 
     keys, X = robpca_problem()
-    ref = jax.vmap(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS))(keys, X)
+    ref = jax.vmap(lambda k, x: robpca.fit(k, x, 2, n_starts=N_STARTS).state)(keys, X)
     S, alphas = glasso_problem()
     path = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), throw=False))(alphas)
     for i in range(2):

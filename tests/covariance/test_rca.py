@@ -32,7 +32,7 @@ def _second_moment(Y):
 def test_generalized_eigenvectors_are_sigma_normalised_and_match_scipy():
     Y, _, Sigma = _confounded()
     C = _second_moment(Y)
-    solution = rca.fit(C, Sigma)
+    solution = rca.fit(C, Sigma).state
     d, S = np.asarray(solution.eigenvalues), np.asarray(solution.eigenvectors)
     np.testing.assert_allclose(S.T @ Sigma @ S, np.eye(len(C)), atol=1e-10)
     np.testing.assert_allclose(C @ S, Sigma @ S * d, atol=1e-10)
@@ -48,7 +48,8 @@ def test_isotropic_sigma_gives_probabilistic_pca(q):
     lam, U = np.linalg.eigh(C)
     lam, U = lam[::-1], U[:, ::-1]
     s2 = lam[q:].mean()
-    sol = rca.fit(C, s2 * np.eye(7), q)
+    result = rca.fit(C, s2 * np.eye(7), q)
+    sol = result.state
     W = np.asarray(sol.components)
     W_ppca = U[:, :q] * np.sqrt(lam[:q] - s2)
     np.testing.assert_allclose(np.abs(W), np.abs(W_ppca), rtol=1e-8, atol=1e-10)
@@ -56,6 +57,8 @@ def test_isotropic_sigma_gives_probabilistic_pca(q):
     p = len(C)
     ppca = -0.5 * (p * np.log(2 * np.pi) + np.sum(np.log(lam[:q])) + (p - q) * np.log(s2) + p)
     assert float(rca.log_likelihood(C, sol.components, s2 * np.eye(7))) == pytest.approx(ppca, rel=1e-10)
+    assert float(result.objective) == pytest.approx(ppca, rel=1e-10)
+    assert bool(result.converged) and int(result.n_iter) == 0
 
 
 def test_likelihood_is_maximal_at_the_solution():
@@ -63,7 +66,7 @@ def test_likelihood_is_maximal_at_the_solution():
     zero gradient there, and the closed form of the module docstring."""
     Y, _, Sigma = _confounded()
     C = _second_moment(Y)
-    sol = rca.fit(C, Sigma)
+    sol = rca.fit(C, Sigma).state
     q = int(sol.n_components)
     W = sol.components[:, :q]
     best = float(rca.log_likelihood(C, W, Sigma))
@@ -222,7 +225,7 @@ def test_em_fixed_point_satisfies_each_step(em_fit):
     on = Lam != 0
     assert np.max(np.abs(G[on] + hp.alpha * np.sign(Lam[on]))) < 1e-4
     assert np.all(np.abs(G[~on]) <= hp.alpha + 1e-4)
-    W_rca = np.asarray(rca.fit(C, np.linalg.inv(Lam) + s2 * np.eye(len(C))).components)
+    W_rca = np.asarray(rca.fit(C, np.linalg.inv(Lam) + s2 * np.eye(len(C))).state.components)
     np.testing.assert_allclose(np.abs(W), np.abs(W_rca), atol=1e-4)
 
 
@@ -246,22 +249,6 @@ def test_emrca_estimator_attributes():
     assert est.noise_variance_ == pytest.approx(0.5 * np.trace(_second_moment(Y)) / p)
     assert est.components_.shape[0] == p and np.all(np.linalg.norm(est.components_, axis=0) > 0)
     assert est.score(Y) == pytest.approx(scipy.stats.multivariate_normal(est.location_, est.covariance_).logpdf(Y).mean())
-
-
-def test_network_scores_count_undirected_pairs():
-    """Precision-recall bookkeeping of the experiments on a hand-made 4-node case."""
-    from bayeskit.experiments import rca_networks as nets
-
-    truth = np.zeros((4, 4), bool)
-    truth[0, 1] = truth[1, 0] = truth[2, 3] = truth[3, 2] = True
-    P = np.eye(4)
-    P[0, 1] = P[1, 0] = 0.3  # a true edge
-    P[0, 2] = P[2, 0] = -0.1  # a false one
-    assert nets.edge_counts(P, truth) == (1, 2)
-    c = nets.curve([np.eye(4), P, np.ones((4, 4))], truth)
-    assert c["recall"] == [0.0, 0.5, 1.0] and c["edges"] == [0, 2, 6]
-    assert c["precision"] == [1.0, 0.5, pytest.approx(2 / 6)]
-    assert nets.interpolated_precision(c, (0.4, 0.9)) == [0.5, pytest.approx(2 / 6)]
 
 
 def test_residual_scores_rank_differentially_expressed_genes():

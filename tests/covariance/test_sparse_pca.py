@@ -171,13 +171,3 @@ def test_zipf_corpus_and_the_uci_reader(tmp_path):
     path = tmp_path / "docword.txt"
     path.write_text("2\n3\n3\n1 1 2\n1 3 1\n2 2 5\n")
     np.testing.assert_array_equal(read_uci_bag_of_words(path).toarray(), [[2, 0, 1], [0, 5, 0]])
-
-
-def test_text_experiment_recovers_the_planted_topics(tmp_path, monkeypatch):
-    from bayeskit.experiments import sparse_pca_text
-
-    monkeypatch.setattr(sparse_pca_text, "zipf_corpus",
-                        lambda n, w, **kw: __import__("bayeskit").datasets.zipf_corpus(600, 3000, **kw))
-    out = sparse_pca_text.run(tmp_path, quick=True)
-    assert out["topics_recovered"] == 5
-    assert all(len(c["words"]) == 5 for c in out["components"])

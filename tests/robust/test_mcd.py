@@ -60,13 +60,13 @@ def test_finds_the_global_minimum_on_an_enumerable_problem():
     X[:3] += [4.0, -3.0]
     h = mcd.default_h(12, 2)
     best = min(np.linalg.det(np.cov(X[list(c)].T, bias=True)) for c in itertools.combinations(range(12), h))
-    r = mcd.fit(jax.random.key(0), X)
+    r = mcd.fit(jax.random.key(0), X).state
     assert np.exp(float(r.log_det)) == pytest.approx(best, rel=1e-9)
 
 
 def test_agrees_with_scikit_learn_on_contaminated_data():
     X = _contaminated(n=300, p=5, fraction=0.2, seed=4)
-    ours = mcd.fit(jax.random.key(0), X)
+    ours = mcd.fit(jax.random.key(0), X).state
     theirs = SkMinCovDet(support_fraction=mcd.default_h(300, 5) / 300, random_state=0).fit(X)
     assert not np.any(np.asarray(ours.support)[:60])  # no outlier kept
     assert np.mean(np.asarray(ours.support) == theirs.support_) > 0.97
@@ -84,7 +84,7 @@ def test_consistent_at_the_normal():
     A = rng.normal(size=(3, 3))
     Sigma = A @ A.T + np.eye(3)
     X = rng.multivariate_normal(np.zeros(3), Sigma, size=4000)
-    r = mcd.fit(jax.random.key(1), X, n_starts=50)
+    r = mcd.fit(jax.random.key(1), X, n_starts=50).state
     for S in (r.raw_covariance, r.covariance):
         ratio = np.linalg.eigvals(np.linalg.solve(Sigma, np.asarray(S))).real
         assert np.all(np.abs(ratio - 1) < 0.12), ratio
@@ -95,7 +95,7 @@ def test_affine_equivariance():
     X = _contaminated(n=120, p=3, seed=6)
     rng = np.random.default_rng(7)
     A, b = rng.normal(size=(3, 3)), rng.normal(size=3)
-    r1, r2 = mcd.fit(jax.random.key(2), X), mcd.fit(jax.random.key(2), X @ A + b)
+    r1, r2 = mcd.fit(jax.random.key(2), X).state, mcd.fit(jax.random.key(2), X @ A + b).state
     np.testing.assert_array_equal(r1.raw_support, r2.raw_support)
     np.testing.assert_allclose(r2.location, np.asarray(r1.location) @ A + b, atol=1e-8)
     np.testing.assert_allclose(r2.covariance, A.T @ np.asarray(r1.covariance) @ A, atol=1e-8)
@@ -105,20 +105,22 @@ def test_exact_fit_is_reported_not_raised():
     rng = np.random.default_rng(8)
     X = rng.normal(size=(100, 3))
     X[:70, 2] = 2 * X[:70, 0] - X[:70, 1] + 1  # 70 > h = 52 points on a plane
-    r = mcd.fit(jax.random.key(0), X)
+    result = mcd.fit(jax.random.key(0), X)
+    r = result.state
     assert bool(r.exact_fit) and int(r.n_on_hyperplane) == 70
+    assert bool(result.converged) and float(result.objective) == -np.inf  # an exact fit is a valid outcome
     a = np.asarray(r.hyperplane)
     np.testing.assert_allclose(a / a[2], [-2.0, 1.0, 1.0], atol=1e-8)
     est = MinCovDet(random_state=0)
     with pytest.warns(UserWarning, match="hyperplane"):
         est.fit(X)
     assert est.exact_fit_ and est.n_on_hyperplane_ == 70
-    assert not bool(mcd.fit(jax.random.key(0), rng.normal(size=(100, 3))).exact_fit)
+    assert not bool(mcd.fit(jax.random.key(0), rng.normal(size=(100, 3))).state.exact_fit)
 
 
 def test_jit_and_vmap_over_keys_and_data_sets():
     Xs = jnp.stack([jnp.asarray(_contaminated(n=80, p=3, seed=s)) for s in range(3)])
-    fit = jax.jit(lambda k, X: mcd.fit(k, X, n_starts=50))
+    fit = jax.jit(lambda k, X: mcd.fit(k, X, n_starts=50).state)
     batched = jax.vmap(fit)(jax.random.split(jax.random.key(0), 3), Xs)
     one = fit(jax.random.split(jax.random.key(0), 3)[1], Xs[1])
     np.testing.assert_allclose(batched.covariance[1], one.covariance, rtol=1e-10)
@@ -149,7 +151,7 @@ def test_nested_subsets_for_large_n_find_the_clean_majority(monkeypatch):
     """n = 1300 > 600 runs the starts in nested subsets: no outlier in the raw subset, and a
     determinant within 1% of starting everywhere on the whole data (the n <= 600 path)."""
     X = _contaminated(n=1300, p=3, fraction=0.2, seed=10)
-    nested = mcd.fit(jax.random.key(0), X, n_starts=100)
+    nested = mcd.fit(jax.random.key(0), X, n_starts=100).state
     assert not np.any(np.asarray(nested.raw_support)[:260])
     monkeypatch.setattr(mcd, "NESTED_ABOVE", 10**6)
     everywhere = mcd._raw_subset(jax.random.key(0), jnp.asarray(X), mcd.default_h(1300, 3), 100, 10, 100, None)

@@ -34,9 +34,9 @@ def test_orthogonal_and_scale_equivariance():
     X, *_ = _planted(n=80, p=6, seed=1)
     rng = np.random.default_rng(2)
     Q, b = np.linalg.qr(rng.normal(size=(6, 6)))[0], rng.normal(size=6)
-    r1 = robpca.fit(jax.random.key(0), X, 2, use_mcd=False)
-    r2 = robpca.fit(jax.random.key(0), X @ Q + b, 2, use_mcd=False)
-    r3 = robpca.fit(jax.random.key(0), 3.0 * X, 2, use_mcd=False)
+    r1 = robpca.fit(jax.random.key(0), X, 2, use_mcd=False).state
+    r2 = robpca.fit(jax.random.key(0), X @ Q + b, 2, use_mcd=False).state
+    r3 = robpca.fit(jax.random.key(0), 3.0 * X, 2, use_mcd=False).state
     np.testing.assert_allclose(r2.center, np.asarray(r1.center) @ Q + b, atol=1e-8)
     np.testing.assert_allclose(_projector(np.asarray(r2.components)),
                                Q.T @ _projector(np.asarray(r1.components)) @ Q, atol=1e-8)
@@ -49,7 +49,7 @@ def test_close_to_classical_pca_without_outliers():
     rng = np.random.default_rng(3)
     X = rng.normal(size=(600, 5)) * [4.0, 2.5, 1.5, 0.7, 0.3]
     for use_mcd in (True, False):
-        r = robpca.fit(jax.random.key(1), X, 2, use_mcd=use_mcd)
+        r = robpca.fit(jax.random.key(1), X, 2, use_mcd=use_mcd).state
         values, vectors = np.linalg.eigh(np.cov(X.T))
         classical = vectors[:, ::-1][:, :2]
         cosines = np.linalg.svd(classical.T @ np.asarray(r.components), compute_uv=False)
@@ -82,7 +82,7 @@ def test_exact_fit_directions_reduce_the_dimension():
     X = np.c_[rng.normal(size=(30, 2)) * [3.0, 1.0], np.zeros(30)]
     X[25:, 2] = rng.uniform(3, 6, 5)
     X[25, :2] = X[0, :2]
-    r = robpca.fit(jax.random.key(0), X, 2, use_mcd=False)
+    r = robpca.fit(jax.random.key(0), X, 2, use_mcd=False).state
     assert int(r.n_reductions) >= 1
     np.testing.assert_allclose(np.abs(np.asarray(r.components)[2]), 0, atol=1e-8)
     assert np.all(np.asarray(r.labels)[25:] >= 2)  # the off-plane points have a large orthogonal distance
@@ -117,13 +117,13 @@ def test_choice_of_k_as_rrcov():
 
 def test_full_rank_k_has_no_orthogonal_outliers():
     X, *_ = _planted(n=60, p=3, seed=6)
-    r = robpca.fit(jax.random.key(0), X, 3)
+    r = robpca.fit(jax.random.key(0), X, 3).state
     assert float(np.max(r.orthogonal_distances)) == 0 and not np.any(np.asarray(r.labels) >= 2)
 
 
 def test_jit_and_vmap_over_keys():
     X, *_ = _planted(n=60, p=8, seed=7)
-    fit = jax.jit(lambda key: robpca.fit(key, X, 2, n_starts=50))
+    fit = jax.jit(lambda key: robpca.fit(key, X, 2, n_starts=50).state)
     keys = jax.random.split(jax.random.key(0), 3)
     batched = jax.vmap(fit)(keys)
     np.testing.assert_allclose(batched.eigenvalues[2], fit(keys[2]).eigenvalues, rtol=1e-10)
