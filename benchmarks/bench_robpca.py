@@ -74,7 +74,7 @@ def robpca_row(name: str, X: np.ndarray, k: int) -> dict:
     r, seconds, compile_s = best_of(lambda: f(jax.random.key(0), X))
     ours_flag = (np.asarray(r.score_distances) > float(r.sd_cutoff)) | (np.asarray(r.orthogonal_distances) > float(r.od_cutoff))
     row = {"data": name, "n": X.shape[0], "p": X.shape[1], "k": k,
-           "bayeskit": {"seconds": seconds, "compile_seconds": compile_s, "h": r.h,
+           "bayeskit": {"seconds": seconds, "compile_seconds": compile_s, "h": int(r.h),
                         "eigenvalues": np.asarray(r.eigenvalues).tolist(), "n_flagged": int(ours_flag.sum()),
                         "sd_cutoff": float(r.sd_cutoff), "od_cutoff": float(r.od_cutoff)}}
     missing = peers_r.r_missing("rrcov")

@@ -104,8 +104,8 @@ CASES = {
     "MMSBLinkPredictor": (lambda v: E.MMSBLinkPredictor(n_blocks=2, max_iter=4, n_init=2, alpha=0.1 + v / 10), relations,
                           with_bad_link),
     "GraphicalLasso": (lambda v: E.GraphicalLasso(alpha=0.1 + v / 10), gaussian, with_nan),
-    "MinCovDet": (lambda v: E.MinCovDet(n_starts=5), gaussian, with_nan),
-    "ROBPCA": (lambda v: E.ROBPCA(n_components=2, n_starts=5, n_directions=20, alpha=0.75 + v / 100), gaussian, with_nan),
+    "MinCovDet": (lambda v: E.MinCovDet(n_starts=5, support_fraction=0.7 + v / 10), gaussian, with_nan),  # new h
+    "ROBPCA": (lambda v: E.ROBPCA(n_components=2, n_starts=5, n_directions=20, alpha=0.75 + v / 10), gaussian, with_nan),
     "RCA": (lambda v: E.RCA(n_components=1), residual, with_nan),
     "EMRCA": (lambda v: E.EMRCA(alpha=0.1 + v / 10, noise_variance=0.5 + v / 10, n_components=1, max_iter=4), gaussian, with_nan),
     "SparsePCA": (lambda v: E.SparsePCA(cardinality=2, beta=1e-4 * (1 + v)), gaussian, with_nan),

@@ -134,7 +134,7 @@ class ROBPCA(TransformerMixin, BaseEstimator):
         k = r.eigenvalues.shape[-1]
         first = k + int(result.n_iter)
         if k < first:
-            warnings.warn(f"exact fit: at least h = {r.h} points lie on a subspace of fewer than {first} robust "
+            warnings.warn(f"exact fit: at least h = {int(r.h)} points lie on a subspace of fewer than {first} robust "
                           f"components; refitted with n_components = {k}.", UserWarning, stacklevel=2)
         self.n_components_, self.h_, self.rank_ = k, int(r.h), int(r.rank)
         self.components_, self.center_ = np.asarray(r.components), np.asarray(r.center)

@@ -43,6 +43,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import gammainc
 from jaxtyping import Array, Bool, Float
 from scipy import stats
 
@@ -84,12 +85,30 @@ def h_from_alpha(alpha: float, n: int, p: int) -> int:
     return min(max(int(np.floor(alpha * n)), default_h(n, p)), n)
 
 
-def consistency_factor(p: int, a: float) -> float:
+def chi2_quantile(a, df: int, dtype=None) -> Array:
+    """The ``a``-quantile of chi^2 with ``df`` degrees of freedom, by bisection on the
+    regularised incomplete gamma function (traceable in ``a``, so a new h compiles
+    nothing); to the last bit of ``dtype`` (default: ``a``'s, or the default float)."""
+    a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
+    cdf = lambda x: gammainc(0.5 * df, 0.5 * x)
+
+    def halve(_, bounds):
+        low, high = bounds
+        mid = 0.5 * (low + high)
+        below = cdf(mid) < a
+        return jnp.where(below, mid, low), jnp.where(below, high, mid)
+
+    high = jnp.asarray(df + 20.0 * np.sqrt(2.0 * df) + 100.0, a.dtype)
+    low, high = jax.lax.fori_loop(0, 8 * a.dtype.itemsize + 16, halve, (jnp.zeros_like(a), high))
+    return 0.5 * (low + high)
+
+
+def consistency_factor(p: int, a, dtype=None) -> Array:
     """c(a) of (2): makes the covariance of the a-fraction of normal points closest to the
-    centre consistent for the covariance."""
-    if a >= 1:
-        return 1.0
-    return float(a / stats.chi2.cdf(stats.chi2.ppf(a, p), p + 2))
+    centre consistent for the covariance; 1 at a = 1. Traceable in ``a``."""
+    a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
+    q = chi2_quantile(jnp.where(a < 1, a, 0.5), p)  # a = 1 takes the other branch
+    return jnp.where(a < 1, a / gammainc(0.5 * (p + 2), 0.5 * q), 1.0)
 
 
 def weighted_moments(X: Float[Array, "n p"], w: Float[Array, " n"]) -> tuple[Array, Array]:
@@ -187,22 +206,26 @@ def refine(X, state: Subset, h: int, max_steps: int) -> Subset:
     return jax.lax.while_loop(cond, body, (jnp.asarray(0), state, jnp.asarray(True)))[1]
 
 
-def univariate_mcd(x: Float[Array, " n"], h: int) -> tuple[Array, Array, Array]:
+def univariate_mcd(x: Float[Array, " n"], h) -> tuple[Array, Array, Array]:
     """The exact univariate MCD (5): the mean and variance (divisor h) of the window of h
     consecutive order statistics of smallest variance, and that window's indicator. The
-    window sums are taken about the median, and a window of equal values has variance 0."""
+    window sums are taken about the median, and a window of equal values has variance 0.
+    ``h`` may be traced: the n - h + 1 windows are the first of n, the rest masked."""
     n = x.shape[0]
     order = jnp.argsort(x)
     s = x[order]
     z = s - s[(n - 1) // 2]
     c1 = jnp.concatenate([jnp.zeros(1, x.dtype), jnp.cumsum(z)])
     c2 = jnp.concatenate([jnp.zeros(1, x.dtype), jnp.cumsum(z**2)])
-    sums, squares = c1[h:] - c1[:-h], c2[h:] - c2[:-h]
+    start = jnp.arange(n)
+    valid = start <= n - h
+    end = jnp.where(valid, start + h, n)
+    sums, squares = c1[end] - c1[start], c2[end] - c2[start]
     variance = jnp.maximum(squares / h - (sums / h) ** 2, 0.0)
-    variance = jnp.where(s[h - 1:] == s[: n - h + 1], 0.0, variance)
-    j = jnp.argmin(variance)
+    variance = jnp.where(s[end - 1] == s[start], 0.0, variance)
+    j = jnp.argmin(jnp.where(valid, variance, jnp.inf))
     location = sums[j] / h + s[(n - 1) // 2]
-    window = jnp.zeros(n, bool).at[order].set((jnp.arange(n) >= j) & (jnp.arange(n) < j + h))
+    window = jnp.zeros(n, bool).at[order].set((start >= j) & (start < j + h))
     return location, variance[j], window
 
 
@@ -249,10 +272,9 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
     return jax.vmap(lambda s: moved_to(X, s, h))(_best(pooled, n_best))
 
 
-def _raw_subset(key, X, h: int, n_starts: int, n_best: int, max_steps: int, initial) -> Subset:
+def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) -> Subset:
+    """The best subset of h points (h may be traced; h = n ends at all points)."""
     n, p = X.shape
-    if h == n:
-        return subset(X, jnp.ones(n, bool))
     if p == 1:
         return subset(X, univariate_mcd(X[:, 0], h)[2])
     candidates = _candidates(key, X, h, n_starts, n_best)
@@ -269,6 +291,7 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
     from the subset ``initial`` (h points) when given. Jittable with ``h``, ``n_starts``,
     ``n_best`` and ``max_steps`` static; vmappable over keys and stacked data sets.
 
+    ``h`` enters as a traced value: a new h (a new support fraction) compiles nothing.
     Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`MCD`
     and whose objective is the criterion log det S_H of the best subset (-inf in an exact
     fit, which is a valid outcome: the status is nonfinite only when the estimates are)."""
@@ -279,19 +302,19 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
         check_int_in("h", h, min(default_h(n, p), n), n)
         check_int_in("n_starts", n_starts, 1)
     X = jnp.asarray(X)
-    return _fit(key, X, h, n_starts, n_best, max_steps, initial)
+    return _fit(key, X, jnp.asarray(h, jnp.int32), n_starts, n_best, max_steps, initial)
 
 
-@partial(jax.jit, static_argnums=(2, 3, 4, 5))
+@partial(jax.jit, static_argnums=(3, 4, 5))
 def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> FitResult:
     n, p = X.shape
     raw = _raw_subset(key, X, h, n_starts, n_best, max_steps, initial)
     exact = ~jnp.isfinite(raw.log_det)
-    c = consistency_factor(p, h / n)
+    c = consistency_factor(p, h / n, X.dtype)
     S_raw = c * raw.S
     weights = (raw.d2 / c <= stats.chi2.ppf(REWEIGHT_QUANTILE, p)) & ~exact
     T, S = weighted_moments(X, jnp.where(exact, raw.H, weights).astype(X.dtype))
-    S = jnp.where(exact, S_raw, consistency_factor(p, REWEIGHT_QUANTILE) * S)
+    S = jnp.where(exact, S_raw, consistency_factor(p, REWEIGHT_QUANTILE, X.dtype) * S)
     T = jnp.where(exact, raw.T, T)
     _, d2 = _logdet_and_distances(X, T, S)
     eigenvalues, eigenvectors = jnp.linalg.eigh(raw.S)
@@ -304,4 +327,4 @@ def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> FitResult:
 
 
 __all__ = ["MCD", "Subset", "fit", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
-           "weighted_moments", "consistency_factor", "default_h", "h_from_alpha", "REWEIGHT_QUANTILE"]
+           "weighted_moments", "consistency_factor", "chi2_quantile", "default_h", "h_from_alpha", "REWEIGHT_QUANTILE"]

@@ -90,7 +90,7 @@ class Solution(Diagnostics):
 
     eigenvalues: Float[Array, " k"]
     outlyingness: Float[Array, " n"]
-    h: int = eqx.field(static=True)
+    h: Int[Array, ""]
     rank: Int[Array, ""]
     n_reductions: Int[Array, ""]
     exact_fit: Bool[Array, ""]
@@ -184,7 +184,7 @@ def _wilson_hilferty_cutoff(od, h: int):
     """(4): (m + s z)^{3/2} from the univariate MCD of OD^{2/3}."""
     y = od ** (2.0 / 3.0)
     m, var, _ = mcd.univariate_mcd(y, h)
-    s = jnp.sqrt(mcd.consistency_factor(1, h / od.shape[0]) * var)
+    s = jnp.sqrt(mcd.consistency_factor(1, h / od.shape[0], od.dtype) * var)
     return (m + s * stats.norm.ppf(CRITERION)) ** 1.5
 
 
@@ -203,13 +203,14 @@ def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int 
                 use_mcd: bool = True):
     """The eigenvalues that choose k, from the same random directions and starts as
     :func:`fit` with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional
-    branch; and the numerical rank. ``alpha`` enters through h only, so a new alpha that
-    gives the same h compiles nothing."""
+    branch; and the numerical rank. ``alpha`` enters through the traced h only, so a new
+    alpha compiles nothing."""
     n, _ = np.shape(X)
-    return _provisional(key, jnp.asarray(X), coverage(n, alpha, k_max), k_max, n_directions, n_starts, use_mcd)
+    return _provisional(key, jnp.asarray(X), jnp.asarray(coverage(n, alpha, k_max), jnp.int32), k_max, n_directions,
+                        n_starts, use_mcd)
 
 
-@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6))
+@partial(jax.jit, static_argnums=(3, 4, 5, 6))
 def _provisional(key, X, h, k_max, n_directions, n_starts, use_mcd):
     n, p = X.shape
     k_dir, k_mcd = jax.random.split(key)
@@ -225,7 +226,8 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
         n_starts: int = 500, use_mcd: bool = True) -> FitResult:
     """ROBPCA with ``k`` components (static; see :func:`choose_k` and :func:`provisional`
     for rrcov's choice). Jittable with k, alpha, k_max, n_directions, n_starts and use_mcd
-    static, and vmappable over keys and stacked data sets.
+    static, and vmappable over keys and stacked data sets. alpha enters the compiled fit
+    only through h, a traced value: a new alpha compiles nothing.
 
     Returns a :class:`~bayeskit.core.status.FitResult` whose state is the
     :class:`Solution` and whose objective is the criterion log det of the MCD in Step 3
@@ -236,7 +238,8 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
         check_int_in("k", k, 1, min(n - 1, p))
         check_int_in("k_max", k_max, 1)
         check_int_in("n_directions", n_directions, 1)
-    return _fit(key, jnp.asarray(X), k, coverage(n, alpha, k_max), k_max, n_directions, n_starts, use_mcd)
+    h = jnp.asarray(coverage(n, alpha, k_max), jnp.int32)
+    return _fit(key, jnp.asarray(X), k, h, k_max, n_directions, n_starts, use_mcd)
 
 
 def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha: float = 0.75, k_max: int = 10, *,
@@ -265,7 +268,7 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     return eqx.tree_at(lambda r: r.n_iter, result, jnp.asarray(first - k, jnp.int32))
 
 
-@partial(jax.jit, static_argnums=(2, 3, 4, 5, 6, 7))
+@partial(jax.jit, static_argnums=(2, 4, 5, 6, 7))
 def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> FitResult:
     n, p = X.shape
     k_dir, k_mcd = jax.random.split(key)

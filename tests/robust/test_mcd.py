@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from scipy import stats
 from sklearn.covariance import MinCovDet as SkMinCovDet
 
 from bayeskit.estimators import MinCovDet
@@ -30,14 +31,28 @@ def test_univariate_mcd_is_the_best_window(ties):
     x[:12] += 6
     if ties:
         x[20:45] = 0.25  # 25 equal values: a window of variance 0 once h <= 25
-    for h in (26, 30, 40):
+    traced = jax.jit(mcd.univariate_mcd)  # h a traced value: windows masked, not sliced
+    for h in (26, 30, 40, 51):
         loc, var, window = map(np.asarray, mcd.univariate_mcd(jnp.asarray(x), h))
+        for a, b in zip(traced(jnp.asarray(x), jnp.asarray(h)), (loc, var, window), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), b)
         s = np.sort(x)
         variances = [np.var(s[j:j + h]) for j in range(len(x) - h + 1)]
         j = int(np.argmin(variances))
         assert var == pytest.approx(variances[j], abs=1e-12)
         assert loc == pytest.approx(s[j:j + h].mean(), abs=1e-12)
         assert window.sum() == h and np.var(x[window]) == pytest.approx(variances[j], abs=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, 40])
+def test_consistency_factor_and_chi2_quantile_match_scipy(p):
+    """The traced chi-square quantile (bisection on the incomplete gamma function) and c(a)
+    of (2) against SciPy's."""
+    for a in (0.5, 0.55, 0.75, 0.9, 0.975):
+        q = stats.chi2.ppf(a, p)
+        assert float(mcd.chi2_quantile(a, p)) == pytest.approx(q, rel=1e-12)
+        assert float(mcd.consistency_factor(p, a)) == pytest.approx(a / stats.chi2.cdf(q, p + 2), rel=1e-12)
+    assert float(mcd.consistency_factor(p, 1.0)) == 1.0
 
 
 def test_c_steps_never_raise_the_determinant():
