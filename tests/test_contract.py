@@ -8,6 +8,7 @@ returns the one shape of a fit, :class:`~bayeskit.core.status.FitResult`."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import importlib
 import inspect
 import pkgutil
@@ -16,6 +17,7 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from identical import assert_identical
 from jax import monitoring
 
 from bayeskit import estimators as E
@@ -130,6 +132,20 @@ def test_second_fit_compiles_nothing_and_bad_input_compiles_nothing(name):
             make(1).fit(*data(rng))
     assert bad == {"traces": 0, "compiles": 0}
     assert second == {"traces": 0, "compiles": 0}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_fitted_model_owns_its_arrays(name):
+    """Overwriting the caller's arrays after ``fit`` changes nothing the model holds."""
+    make, data, _ = CASES[name]
+    args = data(np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = make(0).fit(*args)
+    before = copy.deepcopy(est)
+    for a in args:
+        a[...] = a[::-1].copy()  # reversed rows: new values everywhere but a symmetric middle
+    assert_identical(before, est)
 
 
 def test_the_counter_sees_a_compilation():

@@ -147,7 +147,7 @@ class RCA(TransformerMixin, BaseEstimator):
         self.eigenvalues_ = np.asarray(solution.eigenvalues)
         self.eigenvectors_ = np.asarray(solution.eigenvectors)
         self.n_components_ = q
-        self.sigma_ = np.asarray(Sigma, C.dtype)
+        self.sigma_ = np.array(Sigma, C.dtype)  # a copy: the caller may overwrite Sigma
         self.log_likelihood_ = float(result.objective)
         return self
 

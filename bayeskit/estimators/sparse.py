@@ -77,7 +77,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         if X.shape[0] < 2:
             raise ValueError(f"n_samples={X.shape[0]}: at least two samples are needed.")
         self.gamma_ = self._check_params(X)
-        self.X_fit_ = X
+        self.X_fit_ = X.copy()  # the model owns its data: the caller may overwrite X
         Phi = self._design(X)
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
