@@ -28,7 +28,12 @@ permutations pi of the y sample and gives
     T*_b = m^-1 sum_ij K~_ij L~_pi(i)pi(j),    p = (1 + #{b : T*_b >= T}) / (1 + B).             (6)
 
 Kernels: Gaussian exp(-|x - x'|^2 / (2 sigma^2)), Laplace exp(-|x - x'| / sigma), linear x'x',
-or precomputed Gram matrices. The median heuristic sets, per variable and over all pairs
+or precomputed Gram matrices. Each variable is first centred and divided by its largest
+absolute entry (a given bandwidth likewise): every kernel here is shift-invariant within
+HSIC, and the Gaussian and Laplace kernels scale-invariant with their bandwidth, so the
+statistics are unchanged (the linear kernel's are multiplied back by s^2), while data far
+from unit scale (1e-20 or 1e20 in float32) no longer overflow or underflow the distances.
+The median heuristic sets, per variable and over all pairs
 of points, sigma^2 = median of the nonzero squared distances / 2 (Gaussian) or sigma = median
 of the nonzero distances (Laplace); a constant variable (no nonzero distance) gets sigma = 1,
 its Gram matrix is all ones and HSIC is 0.
@@ -213,14 +218,41 @@ def hsic_unbiased_gram(K: Array, L: Array) -> Array:
     return total / (m * (m - 3))
 
 
+def _unit_scale(v: Array) -> Array:
+    return jnp.where((v > 0) & jnp.isfinite(v), v, jnp.ones_like(v))
+
+
+def standardised(a: Float[Array, "m d"], kernel: str, bandwidth=None) -> tuple[Array, object, Array]:
+    """``a`` centred and divided by its largest absolute entry s, the bandwidth (when given)
+    divided by s, and s (1 for a precomputed Gram matrix or a constant variable): the
+    module docstring's scale-free form."""
+    if kernel == "precomputed":
+        return a, bandwidth, jnp.ones((), a.dtype)
+    s1 = _unit_scale(jnp.max(jnp.abs(a)))  # first to O(1), so that the mean cannot overflow
+    a = a / s1
+    a = a - jnp.mean(a, 0)
+    s2 = _unit_scale(jnp.max(jnp.abs(a)))
+    return a / s2, None if bandwidth is None else bandwidth / s1 / s2, s1 * s2
+
+
+def _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels):
+    """Both variables standardised, and the factor that takes T (and the null's mean and
+    scale) back to the caller's units: s^2 per linear-kernel variable."""
+    x, bandwidth_x, sx = standardised(x, kernels[0], bandwidth_x)
+    y, bandwidth_y, sy = standardised(y, kernels[1], bandwidth_y)
+    factor = (sx**2 if kernels[0] == "linear" else 1.0) * (sy**2 if kernels[1] == "linear" else 1.0)
+    return x, y, bandwidth_x, bandwidth_y, jnp.asarray(factor, x.dtype)
+
+
 def _grams(x, y, bandwidth_x, bandwidth_y, kernels):
     return gram(x, kernels[0], bandwidth_x), gram(y, kernels[1], bandwidth_y)
 
 
 @partial(jax.jit, static_argnames=("kernels", "estimator"))
 def _hsic(x, y, bandwidth_x, bandwidth_y, *, kernels, estimator):
+    x, y, bandwidth_x, bandwidth_y, factor = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)
     K, L = _grams(x, y, bandwidth_x, bandwidth_y, kernels)
-    return (hsic_biased_gram if estimator == "biased" else hsic_unbiased_gram)(K, L)
+    return factor * (hsic_biased_gram if estimator == "biased" else hsic_unbiased_gram)(K, L)
 
 
 def hsic(x, y, kernel: str | tuple[str, str] = "gaussian", estimator: str = "biased", *, bandwidth_x=None,
@@ -352,6 +384,19 @@ def _bandwidth(x, kernel, bandwidth):
 
 @partial(jax.jit, static_argnames=("kernels", "method", "n_permutations", "batch_size"))
 def _test_exact(key, x, y, bandwidth_x, bandwidth_y, *, kernels, method, n_permutations, batch_size) -> IndependenceResult:
+    x, y, bandwidth_x, bandwidth_y, factor = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)
+    return _in_units(_test_standardised(key, x, y, bandwidth_x, bandwidth_y, kernels, method, n_permutations, batch_size),
+                     factor)
+
+
+def _in_units(result: IndependenceResult, factor) -> IndependenceResult:
+    """A test's outcome on standardised data in the caller's units: T, the null mean and the
+    Gamma scale times ``factor``, the null variance times its square."""
+    return result._replace(statistic=factor * result.statistic, null_mean=factor * result.null_mean,
+                           null_variance=factor**2 * result.null_variance, scale=factor * result.scale)
+
+
+def _test_standardised(key, x, y, bandwidth_x, bandwidth_y, kernels, method, n_permutations, batch_size):
     bandwidth_y = _bandwidth(y, kernels[1], bandwidth_y)
     K, L = _grams(x, y, bandwidth_x, bandwidth_y, kernels)
     m = K.shape[0]
@@ -416,6 +461,7 @@ def _rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features):
 
 @partial(jax.jit, static_argnames=("kernels", "n_features"))
 def _hsic_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features):
+    x, y, bandwidth_x, bandwidth_y, _ = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)  # radial: no factor
     return _rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features)[-1] / x.shape[0]
 
 
@@ -435,6 +481,7 @@ def hsic_rff(key, x, y, n_features: int = 256, kernel: str | tuple[str, str] = "
 def _test_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features) -> IndependenceResult:
     """The gamma test (3)-(5) on features; the pair mean of (4) over the pairs of a random
     subsample of RFF_SUBSAMPLE points (all m(m - 1) pairs would take O(m^2 D) time)."""
+    x, y, bandwidth_x, bandwidth_y, _ = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)  # radial: no factor
     k_features, k_subsample = jax.random.split(key)
     Phi, Psi, mu_x, mu_y, statistic = _rff_parts(k_features, x, y, bandwidth_x, bandwidth_y, kernels, n_features)
     m = x.shape[0]
@@ -566,5 +613,5 @@ def _check_gram(K: np.ndarray, name: str) -> None:
 
 
 __all__ = ["IndependenceResult", "KERNELS", "ESTIMATORS", "METHODS", "hsic", "hsic_biased_gram", "hsic_unbiased_gram", "test",
-           "hsic_rff", "random_features", "median_bandwidth", "middle_squared_distances", "squared_distances", "gram",
+           "hsic_rff", "random_features", "standardised", "median_bandwidth", "middle_squared_distances", "squared_distances", "gram",
            "centre", "gamma_null", "permutation_null", "cyclic_diagonals", "paired_kernel", "permutation_p_value"]

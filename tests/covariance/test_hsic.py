@@ -263,3 +263,27 @@ def test_bad_input_raises(call, message, rng):
 
 def test_docstring_examples():
     assert doctest.testmod(hsic, raise_on_error=True).attempted >= 2
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e-8, 1e8, 1e20])
+def test_scale_invariant_in_float32(scale):
+    """With the median bandwidth the statistic and every p-value are invariant under x -> a x,
+    y -> c y; in float32 at 1e+-20 the squared distances would overflow or underflow unless
+    the data are standardised first. The linear kernel's p-value is invariant too."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=120)
+    y = x**2 + 0.5 * rng.normal(size=120)  # strongly dependent: p ~ 1e-20 at unit scale
+    unit = [np.float32(x), np.float32(y)]
+    scaled = [np.float32(x * scale), np.float32(y / np.sqrt(scale))]
+    key = jax.random.key(0)
+    for kwargs in (dict(), dict(method="permutation", n_permutations=200), dict(approximation="rff"),
+                   dict(kernel="laplace"), dict(kernel="linear")):
+        ref, got = hsic.test(key, *unit, **kwargs), hsic.test(key, *scaled, **kwargs)
+        assert np.isfinite(float(got.p_value)) and float(got.p_value) == pytest.approx(float(ref.p_value), rel=1e-3)
+        assert float(got.shape) == pytest.approx(float(ref.shape), rel=1e-4)
+    assert float(ref.p_value) > 0.01  # the linear kernel misses y = x^2: a real check of its p-value above
+    assert float(hsic.test(key, *scaled).p_value) < 1e-6
+    assert float(hsic.hsic(*scaled)) == pytest.approx(float(hsic.hsic(*unit)), rel=1e-5)
+    bandwidths = dict(bandwidth_x=0.7 * scale, bandwidth_y=1.3 / np.sqrt(scale))
+    assert float(hsic.hsic(*scaled, **bandwidths)) == pytest.approx(
+        float(hsic.hsic(*unit, bandwidth_x=0.7, bandwidth_y=1.3)), rel=1e-5)
