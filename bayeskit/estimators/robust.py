@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
+from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.estimators._common import _key, finish
 from bayeskit.robust import mcd, robpca
 
@@ -41,6 +42,10 @@ class MinCovDet(BaseEstimator):
     exact_fit_, hyperplane_, n_on_hyperplane_ : whether at least h points lie on a hyperplane
         (then a ``UserWarning``; the estimates are those of the h points), its normal and how
         many points lie on it
+
+    The data are divided by a robust scale before the fit and the estimates multiplied back
+    (:mod:`bayeskit.core.scaling`), so data at 1e-20 or 1e20 fit in float32; the floating
+    attributes are float64. A covariance beyond float64's range is refused.
     """
 
     def __init__(self, *, support_fraction=None, n_starts=500, random_state=None):
@@ -55,8 +60,11 @@ class MinCovDet(BaseEstimator):
         validation.check_int_in("n_starts", self.n_starts, 1)
         n, p = X.shape
         h = mcd.default_h(n, p) if self.support_fraction is None else mcd.h_from_alpha(self.support_fraction, n, p)
-        result = finish(mcd.fit(_key(self.random_state), X, h, n_starts=int(self.n_starts)), "MinCovDet")
-        r = jax.device_get(result.state)
+        X_unit, scale = unit_scale(X)  # on the host, before the cast to JAX's dtype can overflow
+        result = finish(mcd.fit(_key(self.random_state), X_unit, h, n_starts=int(self.n_starts)), "MinCovDet")
+        with np.errstate(over="ignore"):
+            r = mcd.in_units(_host(result.state), scale)
+        out_of_range(r.covariance, scale, np.float64, "the covariance")
         self.location_, self.covariance_ = np.asarray(r.location), np.asarray(r.covariance)
         self.raw_location_, self.raw_covariance_ = np.asarray(r.raw_location), np.asarray(r.raw_covariance)
         self.support_, self.raw_support_ = np.asarray(r.support), np.asarray(r.raw_support)
@@ -76,6 +84,13 @@ class MinCovDet(BaseEstimator):
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         Z = X - self.location_
         return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
+
+
+def _host(state):
+    """A fit's state as NumPy arrays, the floating ones in float64: put back into the data's
+    scale, a covariance of float32 data at 1e20 (1e40) lies beyond float32's range."""
+    floating = lambda a: np.issubdtype(a.dtype, np.floating)
+    return jax.tree.map(lambda a: np.asarray(a, np.float64) if floating(a) else np.asarray(a), jax.device_get(state))
 
 
 class ROBPCA(TransformerMixin, BaseEstimator):
@@ -109,6 +124,11 @@ class ROBPCA(TransformerMixin, BaseEstimator):
     labels_ : (n,) "regular", "good_leverage", "orthogonal" or "bad_leverage"
     n_components_, h_, rank_ : k, the coverage and the rank of the centred data
     outlyingness_ : (n,) the projection-pursuit outlyingness (0 in the low-dimensional branch)
+
+    The data are divided by a robust scale before the fit and the results multiplied back
+    (:mod:`bayeskit.core.scaling`), so data at 1e-20 or 1e20 fit in float32. ``center_`` and
+    ``components_`` keep the input's dtype (``transform`` does too); the other floating
+    attributes are float64.
     """
 
     def __init__(self, n_components=None, *, alpha=0.75, k_max=10, n_directions=250, n_starts=500, use_mcd=True,
@@ -128,16 +148,20 @@ class ROBPCA(TransformerMixin, BaseEstimator):
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         validation.check_int_in("n_directions", self.n_directions, 1)
         validation.check_int_in("n_starts", self.n_starts, 1)
-        result = robpca.fit_auto(_key(self.random_state), X, self.n_components, float(self.alpha), k_max,
+        X_unit, scale = unit_scale(X)  # on the host, before the cast to JAX's dtype can overflow
+        result = robpca.fit_auto(_key(self.random_state), X_unit, self.n_components, float(self.alpha), k_max,
                                  n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
-        r = jax.device_get(finish(result, "ROBPCA").state)
+        with np.errstate(over="ignore"):
+            r = robpca.in_units(_host(finish(result, "ROBPCA").state), scale)
+        out_of_range(r.eigenvalues, scale, np.float64, "the eigenvalues")
         k = r.eigenvalues.shape[-1]
         first = k + int(result.n_iter)
         if k < first:
             warnings.warn(f"exact fit: at least h = {int(r.h)} points lie on a subspace of fewer than {first} robust "
                           f"components; refitted with n_components = {k}.", UserWarning, stacklevel=2)
         self.n_components_, self.h_, self.rank_ = k, int(r.h), int(r.rank)
-        self.components_, self.center_ = np.asarray(r.components), np.asarray(r.center)
+        # in X's dtype, so that transform keeps it; the eigenvalues (scale^2) stay float64
+        self.components_, self.center_ = r.components.astype(X.dtype), r.center.astype(X.dtype)
         self.eigenvalues_, self.scores_ = np.asarray(r.eigenvalues), np.asarray(r.scores)
         self.score_distances_ = np.asarray(r.score_distances)
         self.orthogonal_distances_ = np.asarray(r.orthogonal_distances)

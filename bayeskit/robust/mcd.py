@@ -47,6 +47,7 @@ from jax.scipy.special import gammainc
 from jaxtyping import Array, Bool, Float
 from scipy import stats
 
+from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 
@@ -307,6 +308,23 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
 
 @partial(jax.jit, static_argnums=(3, 4, 5))
 def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> FitResult:
+    X, s = unit_scale(X)  # affine equivariance: fit X / s, then put s back
+    estimate = in_units(_fit_unit(key, X, h, n_starts, n_best, max_steps, initial), s)
+    return solved(estimate, estimate.log_det, all_finite(estimate.location, estimate.covariance))
+
+
+def in_units(m: MCD, s) -> MCD:
+    """The MCD of s X from the MCD ``m`` of X (affine equivariance): locations times s,
+    covariances times s^2, log det plus 2 p log s; subsets, distances and the hyperplane's
+    normal unchanged. ``s`` a Python float (host, NumPy fields) or a scalar array."""
+    p = m.location.shape[-1]
+    log = np.log if isinstance(s, float) else jnp.log
+    return eqx.tree_at(lambda t: (t.location, t.covariance, t.raw_location, t.raw_covariance, t.log_det), m,
+                       (m.location * s, m.covariance * s * s, m.raw_location * s, m.raw_covariance * s * s,
+                        m.log_det + 2 * p * log(s)))
+
+
+def _fit_unit(key, X, h, n_starts, n_best, max_steps, initial) -> MCD:
     n, p = X.shape
     raw = _raw_subset(key, X, h, n_starts, n_best, max_steps, initial)
     exact = ~jnp.isfinite(raw.log_det)
@@ -321,10 +339,9 @@ def _fit(key, X, h, n_starts, n_best, max_steps, initial) -> FitResult:
     normal = jnp.where(exact, eigenvectors[:, 0], 0.0)
     offsets = jnp.abs((X - raw.T) @ normal)
     on_plane = jnp.sum(offsets <= SINGULAR * jnp.sqrt(eigenvalues[-1]))
-    estimate = MCD(T, S, raw.T, S_raw, jnp.where(exact, raw.H, weights), raw.H, jnp.where(exact, jnp.nan, d2),
-                   raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
-    return solved(estimate, raw.log_det, all_finite(T, S))
+    return MCD(T, S, raw.T, S_raw, jnp.where(exact, raw.H, weights), raw.H, jnp.where(exact, jnp.nan, d2),
+               raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
 
 
-__all__ = ["MCD", "Subset", "fit", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
+__all__ = ["MCD", "Subset", "fit", "in_units", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
            "weighted_moments", "consistency_factor", "chi2_quantile", "default_h", "h_from_alpha", "REWEIGHT_QUANTILE"]

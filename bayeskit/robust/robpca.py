@@ -58,6 +58,7 @@ from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
 from bayeskit.core.linalg import descending_eigh
+from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 from bayeskit.robust import mcd
@@ -213,13 +214,15 @@ def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int 
 @partial(jax.jit, static_argnums=(3, 4, 5, 6))
 def _provisional(key, X, h, k_max, n_directions, n_starts, use_mcd):
     n, p = X.shape
+    X, s = unit_scale(X)
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        return descending_eigh(mcd.fit(k_mcd, Z, h, n_starts=n_starts).state.covariance)[0], rank
-    H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
-    _, S0 = mcd.weighted_moments(Z, H0.astype(Z.dtype))
-    return descending_eigh(S0)[0], rank
+        S = mcd.fit(k_mcd, Z, h, n_starts=n_starts).state.covariance
+    else:
+        H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
+        _, S = mcd.weighted_moments(Z, H0.astype(Z.dtype))
+    return descending_eigh(S)[0] * s * s, rank
 
 
 def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 10, *, n_directions: int = 250,
@@ -270,6 +273,23 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
 
 @partial(jax.jit, static_argnums=(2, 4, 5, 6, 7))
 def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> FitResult:
+    X, s = unit_scale(X)  # scale equivariance: fit X / s, then put s back
+    solution, log_det = _fit_unit(key, X, k, h, k_max, n_directions, n_starts, use_mcd)
+    solution = in_units(solution, s)
+    return solved(solution, log_det + 2 * k * jnp.log(s),
+                  all_finite(solution.center, solution.components, solution.eigenvalues))
+
+
+def in_units(solution: Solution, s) -> Solution:
+    """The ROBPCA of s X from the ``solution`` for X: centre, scores, orthogonal distances
+    and their cutoff times s, eigenvalues times s^2; the rest unchanged. ``s`` a Python
+    float (host, NumPy fields) or a scalar array."""
+    r = solution
+    return eqx.tree_at(lambda t: (t.center, t.scores, t.orthogonal_distances, t.od_cutoff, t.eigenvalues), r,
+                       (r.center * s, r.scores * s, r.orthogonal_distances * s, r.od_cutoff * s, r.eigenvalues * s * s))
+
+
+def _fit_unit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> tuple[Solution, Array]:
     n, p = X.shape
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
@@ -300,7 +320,7 @@ def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> FitResult:
     d = diagnostics(X, mu0 + V @ centre, V @ basis, values, h, rank)
     solution = Solution(**{f: getattr(d, f) for f in Diagnostics.__dataclass_fields__}, eigenvalues=values,
                         outlyingness=outl, h=h, rank=rank, n_reductions=reductions, exact_fit=exact)
-    return solved(solution, fitted.objective, all_finite(d.center, d.components, values))
+    return solution, fitted.objective
 
 
 def diagnostics(X, center, components, eigenvalues, h: int, rank) -> Diagnostics:
@@ -324,5 +344,5 @@ def _sign_flip(basis):
     return jnp.sign(basis[jnp.argmax(jnp.abs(basis), 0), jnp.arange(basis.shape[1])])
 
 
-__all__ = ["Solution", "Diagnostics", "LABELS", "fit", "fit_auto", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
+__all__ = ["Solution", "Diagnostics", "LABELS", "fit", "fit_auto", "in_units", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
            "pairs", "outlyingness",           "least_outlying", "low_dimensional"]

@@ -171,3 +171,19 @@ def test_nested_subsets_for_large_n_find_the_clean_majority(monkeypatch):
     monkeypatch.setattr(mcd, "NESTED_ABOVE", 10**6)
     everywhere = mcd._raw_subset(jax.random.key(0), jnp.asarray(X), mcd.default_h(1300, 3), 100, 10, 100, None)
     assert float(nested.log_det) <= float(everywhere.log_det) + 0.01
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float32, 1e-20), (np.float32, 1e20), (np.float64, 1e-150), (np.float64, 1e150)])
+def test_estimator_is_scale_equivariant_far_from_unit_scale(dtype, scale):
+    """MCD(a X) = a MCD(X): same subsets and distances, location times a, covariance times
+    a^2, in float32 at 1e+-20 (whose squares overflow or underflow float32) and float64 at
+    1e+-150; a covariance beyond float64's range is refused with the reason."""
+    X = _contaminated(n=60, p=3, seed=11).astype(dtype)
+    ref = MinCovDet(random_state=0).fit(X)
+    got = MinCovDet(random_state=0).fit(X * dtype(scale))
+    np.testing.assert_array_equal(got.support_, ref.support_)
+    np.testing.assert_allclose(got.location_ / scale, ref.location_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.covariance_ / scale / scale, ref.covariance_, rtol=1e-3, atol=1e-5)
+    np.testing.assert_allclose(got.dist_, ref.dist_, rtol=1e-3)
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        MinCovDet(random_state=0).fit(_contaminated(n=60, p=3, seed=11) * 1e300)

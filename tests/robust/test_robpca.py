@@ -140,3 +140,17 @@ def test_jit_and_vmap_over_keys():
 def test_bad_input(kwargs, X, match):
     with pytest.raises(ValueError, match=match):
         ROBPCA(**kwargs).fit(X)
+
+
+@pytest.mark.parametrize("dtype, scale", [(np.float32, 1e-20), (np.float32, 1e20), (np.float64, 1e-150), (np.float64, 1e150)])
+def test_estimator_is_scale_equivariant_far_from_unit_scale(dtype, scale):
+    """ROBPCA(a X): the same k, subspace and labels, centre and scores times a, eigenvalues
+    times a^2, in float32 at 1e+-20 and float64 at 1e+-150."""
+    X = load_robpca("octane")["X"].astype(dtype)
+    ref = ROBPCA(random_state=0).fit(X)
+    got = ROBPCA(random_state=0).fit(X * dtype(scale))
+    assert got.n_components_ == ref.n_components_
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.eigenvalues_ / scale / scale, ref.eigenvalues_, rtol=1e-3)
+    np.testing.assert_allclose(np.abs(got.components_), np.abs(ref.components_), atol=1e-3)
+    np.testing.assert_allclose(got.scores_ / scale, ref.scores_, rtol=1e-3, atol=1e-3 * np.abs(ref.scores_).max())

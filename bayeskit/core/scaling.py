@@ -1,0 +1,41 @@
+"""Data far from unit scale: one positive number s per array is divided out before a fit
+and multiplied back into its results.
+
+Finite data at 1e-20 or 1e20 (or float64 data at 1e300) overflow or underflow float32 in
+the squares of covariances and distances, and a float64 array beyond float32's range
+becomes inf in the cast itself. A model that is equivariant under ``X -> X / s`` (MCD,
+ROBPCA, HSIC, ...) is fitted on ``X / s`` and its results are put back by the powers of s
+the model's equivariance says. :func:`unit_scale` works on NumPy arrays on the host, in
+their own precision before any cast, and on JAX arrays inside a jitted fit.
+
+The scale is the median absolute deviation of all entries from their column medians
+(robust: an outlier does not push the bulk of the data towards underflow), or the largest
+deviation when more than half of the entries equal their column median, or 1 when all
+do.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+
+def unit_scale(X):
+    """``(X / s, s)`` for the scale s of the module docstring: NumPy in, NumPy out (in X's
+    precision, s a Python float), or JAX in, JAX out (s a scalar array, traceable)."""
+    xp = np if isinstance(X, np.ndarray) else jnp
+    deviations = xp.abs(X - xp.median(X, axis=0))
+    spread, largest = xp.median(deviations), xp.max(deviations)
+    s = xp.where(spread > 0, spread, xp.where(largest > 0, largest, 1.0))
+    s = xp.where(xp.isfinite(s), s, 1.0)
+    return (X / s, float(s)) if xp is np else (X / s.astype(X.dtype), s.astype(X.dtype))
+
+
+def out_of_range(result, s: float, dtype, what: str) -> None:
+    """Refuse a result that the data's scale ``s`` has put beyond ``dtype``'s range (a
+    covariance of data at 1e300 is 1e600): a ``ValueError`` that says so and what to do."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = np.all(np.isfinite(np.asarray(result)))
+    if not finite:
+        raise ValueError(f"{what} of data at scale {s:.3g} would lie beyond the range of {np.dtype(dtype).name}; divide "
+                         f"the data by a constant nearer their scale (the estimates scale with it).")

@@ -1,0 +1,37 @@
+"""core.scaling: the robust scale taken out of data far from unit scale."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskit.core.scaling import out_of_range, unit_scale
+
+
+def test_scale_is_the_median_absolute_deviation_on_host_and_in_jax():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(51, 3)) * 1e20
+    X[0] = 1e35  # one outlier does not set the scale
+    expected = np.median(np.abs(X - np.median(X, 0)))
+    unit, s = unit_scale(X)
+    assert s == pytest.approx(expected, rel=1e-12) and 1e19 < s < 1e21
+    np.testing.assert_allclose(unit, X / expected, rtol=1e-12)
+    unit_jax, s_jax = unit_scale(jnp.asarray(X, jnp.float32))
+    assert float(s_jax) == pytest.approx(expected, rel=1e-5) and unit_jax.dtype == jnp.float32
+
+
+def test_degenerate_data_fall_back_to_the_largest_deviation_or_one():
+    X = np.zeros((10, 2))
+    X[0, 0] = 4e-30  # more than half of the entries at the median
+    assert unit_scale(X)[1] == pytest.approx(4e-30)
+    assert unit_scale(np.full((5, 2), 7.0))[1] == 1.0
+    assert float(unit_scale(jnp.zeros((5, 2)))[1]) == 1.0
+
+
+def test_a_result_beyond_range_is_refused_with_the_scale():
+    out_of_range(np.array([1e300]), 1e150, np.float64, "the covariance")
+    with np.errstate(over="ignore"):
+        beyond = np.array([1e300]) * 1e300
+    with pytest.raises(ValueError, match="covariance of data at scale 1e\\+300 would lie beyond the range of float64"):
+        out_of_range(beyond, 1e300, np.float64, "the covariance")
