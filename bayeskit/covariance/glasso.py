@@ -258,8 +258,8 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     residual is at most ``tol * mean(diag S)``. ``init_state`` warm-starts (see
     :func:`state_from_precision`). Vmappable over ``S`` and ``hparams.alpha``."""
     if is_concrete(S, hparams.alpha):
-        check_covariance(S)
         check_alpha(hparams.alpha)
+        check_covariance(S, hparams.alpha)
     S = jnp.asarray(S)
     return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, S.dtype),
                 progress=progress, throw=throw)
@@ -280,8 +280,8 @@ def path(S, alphas, *, penalize_diagonal: bool = False, max_iter: int = 100, tol
     leading axis over ``alphas``."""
     alphas = jnp.asarray(alphas)
     if is_concrete(S, alphas):
-        check_covariance(S)
         check_alpha(alphas)
+        check_covariance(S, alphas)
     S = jnp.asarray(S)
     first = init(S, Hyperparams(alphas[0], penalize_diagonal))
 
@@ -300,11 +300,16 @@ def check_alpha(alpha) -> None:
         raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
 
 
-def check_covariance(S) -> None:
-    """A finite symmetric (p, p) matrix with a positive diagonal."""
+def check_covariance(S, alpha=None) -> None:
+    """A finite, real, symmetric, positive semidefinite (p, p) matrix with a positive
+    diagonal, and positive definite where ``alpha`` is 0: without a penalty (1) has a
+    solution only for a positive definite S. The tolerances are relative to S's largest
+    entry and its dtype."""
     S = np.asarray(S)
-    if S.ndim != 2 or S.shape[0] != S.shape[1]:
-        raise ValueError(f"S must be a square (p, p) covariance matrix; got shape {S.shape}.")
+    if S.dtype == object or np.iscomplexobj(S) or not (np.issubdtype(S.dtype, np.number) or S.dtype == bool):
+        raise ValueError(f"S must be a real covariance matrix; got dtype {S.dtype}.")
+    if S.ndim != 2 or S.shape[0] != S.shape[1] or S.shape[0] == 0:
+        raise ValueError(f"S must be a square (p, p) covariance matrix with p >= 1; got shape {S.shape}.")
     if not np.all(np.isfinite(S)):
         raise ValueError(f"S has {int(np.sum(~np.isfinite(S)))} non-finite entries.")
     if not np.allclose(S, S.T, rtol=1e-6, atol=1e-8 * np.abs(S).max()):
@@ -312,6 +317,16 @@ def check_covariance(S) -> None:
     if np.any(np.diagonal(S) <= 0):
         j = int(np.argmin(np.diagonal(S)))
         raise ValueError(f"S must have a positive diagonal; S[{j}, {j}] = {S[j, j]!r} (a constant variable?).")
+    sd = np.sqrt(np.diagonal(S).astype(np.float64))
+    R = S / np.outer(sd, sd)  # the correlations: definiteness on a unit scale
+    eps = np.finfo(S.dtype if np.issubdtype(S.dtype, np.floating) else np.float64).eps
+    smallest = float(np.linalg.eigvalsh(R)[0])
+    if smallest < -len(R) * eps * 10:
+        raise ValueError(f"S must be positive semidefinite (a covariance matrix); as a correlation matrix its smallest "
+                         f"eigenvalue is {smallest:.3g}.")
+    if alpha is not None and np.any(np.asarray(alpha) == 0) and smallest <= len(R) * eps * 10:
+        raise ValueError(f"with alpha = 0, S must be positive definite: (1) has no solution for a singular S (as a "
+                         f"correlation matrix its smallest eigenvalue is {smallest:.3g}); use alpha > 0.")
 
 
 __all__ = ["Hyperparams", "State", "init", "update", "objective", "objective_of", "kkt_residual", "fit", "path",

@@ -46,6 +46,10 @@ class GraphicalLasso(BaseEstimator):
         """Fit on the empirical covariance of X (n_samples, n_features)."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
         _, S = _second_moment(self, X, False)
+        constant = np.flatnonzero(np.diagonal(S) <= 0)
+        if constant.size:
+            raise ValueError(f"column(s) {constant[:5].tolist()} of X are constant: a variance of 0 leaves the precision "
+                             f"undefined; drop them.")
         return self._fit(S, self.location_)
 
     def fit_covariance(self, S):

@@ -122,12 +122,37 @@ def test_bad_input_is_refused():
         glasso.fit(S[:3], glasso.Hyperparams(0.1))
     with pytest.raises(ValueError, match="non-finite"):
         glasso.fit(np.where(np.eye(4) > 0, np.nan, S), glasso.Hyperparams(0.1))
-    with pytest.raises(ValueError, match="positive diagonal"):
+    with pytest.raises(ValueError, match=r"column\(s\) \[2\] of X are constant"):
         GraphicalLasso(alpha=0.1).fit(np.c_[np.random.default_rng(0).standard_normal((10, 2)), np.ones(10)])
     with pytest.raises(ValueError, match="alpha"):
         GraphicalLasso(alpha=-1.0).fit(np.random.default_rng(0).standard_normal((10, 3)))
     with pytest.raises(ValueError, match="NaN|infinity|non-finite"):
         GraphicalLasso().fit(np.full((5, 3), np.nan))
+
+
+def test_problems_without_a_solution_are_refused_with_the_reason():
+    """An indefinite S (eigenvalues -1 and 3) is no covariance; with alpha = 0 a singular S
+    (rank 1) has no maximum-likelihood precision; complex, empty and string S are no
+    covariance matrices. Each is refused before anything runs."""
+    indefinite = np.array([[1.0, 2.0], [2.0, 1.0]])
+    assert np.linalg.eigvalsh(indefinite)[0] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="positive semidefinite.*smallest eigenvalue is -1"):
+        glasso.fit(indefinite, glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        GraphicalLasso(alpha=0.1).fit_covariance(indefinite)
+    v = np.array([1.0, 2.0, -1.0])
+    rank_one = np.outer(v, v)
+    with pytest.raises(ValueError, match="with alpha = 0, S must be positive definite"):
+        glasso.fit(rank_one, glasso.Hyperparams(0.0))
+    with pytest.raises(ValueError, match="with alpha = 0"):
+        glasso.path(rank_one, np.array([0.1, 0.0]))
+    assert bool(glasso.fit(rank_one, glasso.Hyperparams(0.1)).converged)  # a penalty makes it solvable
+    with pytest.raises(ValueError, match="real covariance"):
+        glasso.fit(np.eye(2) * (1 + 1j), glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="real covariance"):
+        glasso.fit(np.array([["1", "0"], ["0", "1"]]), glasso.Hyperparams(0.1))
+    with pytest.raises(ValueError, match="p >= 1"):
+        glasso.fit(np.zeros((0, 0)), glasso.Hyperparams(0.1))
 
 
 def test_estimator_score_is_the_gaussian_log_likelihood():
