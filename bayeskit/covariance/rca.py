@@ -288,8 +288,12 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
 
 
 def check_covariance(A, name: str, *, definite: bool = True) -> None:
-    """A finite symmetric (p, p) matrix, positive definite (or semidefinite)."""
-    A = np.asarray(A, dtype=float)
+    """A finite symmetric (p, p) matrix, positive definite (or semidefinite, up to the
+    rounding of its own dtype: a second moment of fewer draws than variables, formed in
+    float32, has eigenvalues of -1e-7 times its scale)."""
+    A = np.asarray(A)
+    eps = np.finfo(A.dtype if np.issubdtype(A.dtype, np.floating) else np.float64).eps
+    A = A.astype(np.float64)
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"{name} must be a square matrix; got shape {A.shape}.")
     if not np.all(np.isfinite(A)):
@@ -298,7 +302,8 @@ def check_covariance(A, name: str, *, definite: bool = True) -> None:
     if not np.allclose(A, A.T, rtol=1e-6, atol=1e-8 * scale):
         raise ValueError(f"{name} must be symmetric.")
     A = 0.5 * (A + A.T)
-    floor = 1e-12 * scale if definite else -1e-8 * scale  # the smallest eigenvalue must exceed this
+    # the smallest eigenvalue must exceed this
+    floor = 1e-12 * scale if definite else -10 * max(A.shape[0], 10) * eps * scale
     try:  # a Cholesky factor of A - floor I exists iff every eigenvalue exceeds the floor
         np.linalg.cholesky(A - floor * np.eye(A.shape[0]))
     except np.linalg.LinAlgError:

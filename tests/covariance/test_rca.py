@@ -271,3 +271,21 @@ def test_residual_scores_rank_differentially_expressed_genes():
     null = rng.multivariate_normal(np.zeros(14), Sigma, size=4000).T
     q = est.n_components_
     assert np.mean(est.residual_scores(null)) == pytest.approx(q, rel=0.1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rank_deficient_second_moments_in_float32_are_accepted(seed):
+    """Fewer draws than variables, in float32: C = Z'Z/n is PSD by construction but has
+    eigenvalues of about -1e-7 times its scale from rounding; the check's tolerance follows
+    the dtype, and a truly indefinite C is still refused."""
+    rng = np.random.default_rng(seed)
+    Y = (rng.normal(size=(6, 12)) @ rng.normal(size=(12, 12))).astype(np.float32)
+    C = (Y - Y.mean(0)).T @ (Y - Y.mean(0)) / 6
+    rca.check_covariance(C, "C", definite=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # few iterations
+        est = EMRCA(alpha=0.5, n_components=1, max_iter=3).fit(Y)
+    assert np.all(np.isfinite(est.covariance_))
+    indefinite = C - 1e-3 * np.abs(C).max() * np.eye(12, dtype=np.float32)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        rca.check_covariance(indefinite, "C", definite=False)
