@@ -212,3 +212,37 @@ def test_every_public_fit_is_declared_to_return_a_fit_result():
     other = [f"{module}.{name} -> {inspect.signature(fn).return_annotation}" for module, name, fn in fits
              if inspect.signature(fn).return_annotation not in ("FitResult", FitResult)]
     assert not other
+
+
+def _bad_hyperparameter_calls():
+    from bayeskit.covariance import glasso
+    from bayeskit.sparse import sparse_bayes
+
+    rng = np.random.default_rng(0)
+    X, Y = multilabel(rng)
+    S = np.cov(X.T)
+    links = relations(rng)[0]
+    key = jax.random.key(0)
+    for tol in (-1.0, np.nan, "1e-3"):
+        yield f"bsml tol={tol!r}", "tol", lambda t=tol: bsml.fit(key, X, Y, bsml.Hyperparams(n_components=2), tol=t)
+        yield f"probit tol={tol!r}", "tol", lambda t=tol: probit.fit(key, X, Y, tol=t)
+        yield f"mmsb tol={tol!r}", "tol", lambda t=tol: mmsb.fit(key, links, None, mmsb.Hyperparams(n_blocks=2), tol=t)
+        yield f"glasso tol={tol!r}", "tol", lambda t=tol: glasso.fit(S, glasso.Hyperparams(0.1), tol=t)
+    for random_state in (1.5, "abc", -1, True):
+        yield f"random_state={random_state!r}", "random_state", lambda r=random_state: E.ProbitClassifier(random_state=r).fit(X, Y)
+    for threshold in (-1.0, np.nan, 2.0):
+        yield f"threshold={threshold!r}", "threshold", lambda t=threshold: E.SparsePCA(cardinality=2, threshold=t).fit(X)
+    yield "SparsePCA max_iter=1.5", "max_iter", lambda: E.SparsePCA(cardinality=2, max_iter=1.5).fit(X)
+    Phi, y = sparse_bayes.design(X[:, :2]), X[:, 0]
+    for field, value in (("align_tol", np.nan), ("moves", 0), ("max_precision", -1.0), ("lambda_prior", (0.1,))):
+        hp = sparse_bayes.Hyperparams(**{field: value})
+        yield f"sparse_bayes {field}={value!r}", field, lambda h=hp: sparse_bayes.fit(Phi, y, h)
+    yield "design gamma=nan", "gamma", lambda: sparse_bayes.design(X, gamma=np.nan)
+
+
+@pytest.mark.parametrize("case", list(_bad_hyperparameter_calls()), ids=lambda c: c[0])
+def test_bad_hyperparameters_are_refused_by_name_before_anything_compiles(case):
+    _, name, call = case
+    with count_compilations() as seen, pytest.raises(ValueError, match=name):
+        call()
+    assert seen == {"traces": 0, "compiles": 0}

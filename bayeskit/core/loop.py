@@ -3,8 +3,8 @@
 ``run`` repeats a pure ``update`` in a bounded ``lax.while_loop`` and records the
 objective after each sweep in a fixed-length trace. It stops when the relative change
 ``|f_k - f_{k-1}| <= tol * (1 + |f_k|)`` or after ``max_iter`` sweeps. A sweep whose
-objective is not finite is rejected: the last finite state is kept and the status says
-``nonfinite``. Under ``vmap`` every element keeps its own counter and status, and
+objective is not finite, or whose state holds a NaN, is rejected: the last finite state is
+kept and the status says ``nonfinite`` (a NaN result never reports success). Under ``vmap`` every element keeps its own counter and status, and
 elements that have stopped are frozen (the while loop's batching selects their old
 carry), so they are never driven into NaN by the others' iterations.
 """
@@ -31,6 +31,31 @@ def as_arrays(tree: PyTree, dtype) -> PyTree:
     device dispatch per leaf); JAX arrays and tracers stay JAX arrays."""
     host = np.dtype(dtype)
     return jax.tree.map(lambda v: jnp.asarray(v, dtype) if isinstance(v, jax.Array) else np.asarray(v, host), tree)
+
+
+def check_tol(tol) -> None:
+    """Refuse a ``tol`` that is not a finite number >= 0 (a tracer passes: checked outside)."""
+    if isinstance(tol, jax.core.Tracer):
+        return
+    value = np.asarray(tol)
+    if value.shape != () or not np.issubdtype(value.dtype, np.number) or np.iscomplexobj(value) \
+            or not np.isfinite(value) or value < 0:
+        raise ValueError(f"tol must be a finite number >= 0 (0 runs all max_iter iterations), got {tol!r}.")
+
+
+def tolerance(tol, dtype) -> Array:
+    """``tol`` checked (:func:`check_tol`) and as an array of ``dtype``, traced by the
+    jitted fits: a new value compiles nothing."""
+    check_tol(tol)
+    return jnp.asarray(tol, dtype) if isinstance(tol, jax.Array) else np.asarray(tol, np.dtype(dtype))
+
+
+def has_nan(tree: PyTree) -> Array:
+    """True when a floating leaf of ``tree`` holds a NaN (inf can be meaningful in a state,
+    a pruned basis function's precision; NaN never is)."""
+    leaves = [jnp.any(jnp.isnan(leaf)) for leaf in jax.tree.leaves(tree)
+              if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jnp.inexact)]
+    return jnp.any(jnp.stack(leaves)) if leaves else jnp.asarray(False)
 
 
 def run(
@@ -89,7 +114,7 @@ def run(
         new_state = update(state)
         f = objective(new_state)
         bad_linalg = failed(new_state) if failed is not None else jnp.asarray(False)
-        finite = jnp.isfinite(f)
+        finite = jnp.isfinite(f) & ~has_nan(new_state)
         ok = finite & ~bad_linalg
         converged = ok & (i > 0) & (tol > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))
         if done is not None:

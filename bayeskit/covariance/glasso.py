@@ -257,11 +257,12 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     ``result.trace`` the objective F after each step (non-increasing). Stops when the KKT
     residual is at most ``tol * mean(diag S)``. ``init_state`` warm-starts (see
     :func:`state_from_precision`). Vmappable over ``S`` and ``hparams.alpha``."""
+    loop.check_tol(tol)
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)
     S = jnp.asarray(S)
-    return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, S.dtype),
+    return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, S.dtype),
                 progress=progress, throw=throw)
 
 

@@ -238,13 +238,14 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
     (4) is below ``tol``. ``result.trace`` is (4) after each iteration (non-decreasing up
     to the graphical lasso's tolerance; see ``state.max_decrease``). Jittable; vmappable
     over ``C`` and the hyperparameters' arrays."""
+    loop.check_tol(tol)
     if is_concrete(C, hp.alpha, hp.noise_variance):
         check_covariance(C, "C", definite=False)
         glasso.check_alpha(hp.alpha)
         check_noise_variance(hp.noise_variance)
         check_components(hp.n_components, np.shape(C)[0])
     C = jnp.asarray(C)
-    return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, C.dtype),
+    return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
                    glasso_tol=jnp.asarray(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
 
 

@@ -40,6 +40,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult, Status
+from bayeskit.core.validation import check_int_in
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
@@ -143,8 +144,9 @@ def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, i
     """BCA on (3) for the covariance ``Sigma`` (n, n); ``result.state.X`` is X and
     ``result.trace`` F after each sweep (non-decreasing). Jitted once per shape and
     ``max_iter``: new penalties and data compile nothing; vmappable over both."""
+    loop.check_tol(tol)
     Sigma = jnp.asarray(Sigma)
-    return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=jnp.asarray(tol, Sigma.dtype),
+    return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)
 
 
@@ -317,6 +319,11 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     :class:`Components` and whose objective is their total explained variance."""
     if (cardinality is None) == (alpha is None):
         raise ValueError("give exactly one of cardinality and alpha.")
+    for name, value in (("n_components", n_components), ("max_features", max_features), ("max_iter", max_iter)):
+        check_int_in(name, value, 1)
+    if not (np.isscalar(threshold) and np.isfinite(threshold) and 0 <= threshold < 1):
+        raise ValueError(f"threshold must be in [0, 1) (loadings below threshold times the largest are set to 0), "
+                         f"got {threshold!r}.")
     moments = Moments(data)
     p = moments.variances.shape[0]
     options = dict(max_features=int(max_features), beta=float(beta), max_iter=int(max_iter), threshold=float(threshold))

@@ -15,6 +15,11 @@ from bayeskit.core.status import Status, is_failure
 
 
 def _key(random_state) -> jax.Array:
+    """A JAX key from scikit-learn's ``random_state``: None (fresh entropy), a non-negative
+    int or a NumPy ``RandomState``."""
+    integer = isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
+    if not (random_state is None or isinstance(random_state, np.random.RandomState) or (integer and random_state >= 0)):
+        raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got {random_state!r}.")
     if random_state is None:
         random_state = int(np.random.SeedSequence().generate_state(1)[0])
     if isinstance(random_state, np.random.RandomState):

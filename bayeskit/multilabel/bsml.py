@@ -403,10 +403,12 @@ def fit(
     >>> predict_proba(result.state, X[:3], Hyperparams(n_components=2)).shape
     (3, 2)
     """
+    _loop.check_tol(tol)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
     hparams = _loop.as_arrays(hparams, jnp.asarray(X).dtype)
-    return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter,
+                tol=_loop.tolerance(tol, jnp.asarray(X).dtype), progress=progress, throw=throw)
 
 
 @eqx.filter_jit

@@ -332,6 +332,7 @@ def fit(
     >>> bool(predict_proba(r.state, X).shape == (50, 1))
     True
     """
+    _loop.check_tol(tol)
     hparams = Hyperparams() if hparams is None else hparams
     if not any(isinstance(v, jax.core.Tracer) for v in (X, Y)):
         X = validation.check_matrix(X, "X")
@@ -341,7 +342,8 @@ def fit(
         )
     X = jnp.asarray(X)
     hparams = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), hparams)
-    return _fit(key, X, jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    return _fit(key, X, jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter,
+                tol=_loop.tolerance(tol, X.dtype), progress=progress, throw=throw)
 
 
 @eqx.filter_jit

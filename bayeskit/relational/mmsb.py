@@ -190,12 +190,13 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     after validating once. Returns a ``FitResult`` whose state is a :class:`State` and
     whose trace is the bound after every sweep.
     """
+    _loop.check_tol(tol)
     hparams = hparams or Hyperparams()
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
         check_hparams(hparams)
         Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric)
-    return _fit(key, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter, tol=jnp.asarray(tol, data.Y.dtype),
+    return _fit(key, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter, tol=_loop.tolerance(tol, data.Y.dtype),
                 progress=progress, throw=throw)
 
 

@@ -59,6 +59,7 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from bayeskit.core import loop as _loop
@@ -171,7 +172,6 @@ class State(eqx.Module):
 # ----------------------------------------------------------------------------- design
 
 
-@functools.partial(jax.jit, static_argnames=("kernel", "degree", "bias"))
 def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 1.0,
            bias: bool = False) -> Float[Array, "n m"]:
     """Basis matrix Phi of the inputs ``X`` (N, D) against ``centers`` (M, D; default X).
@@ -179,16 +179,23 @@ def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: 
     rbf: exp(-gamma ||x - c||^2); poly: (gamma x'c + coef0)^degree; linear: the features
     themselves (Phi = X, centers unused: the identity design of variable selection).
     ``bias`` appends a column of ones."""
+    if not isinstance(gamma, jax.core.Tracer) and not (np.ndim(gamma) == 0 and np.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"gamma must be a positive finite number; got {gamma!r}.")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
+    return _design(X, centers, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, bias=bias)
+
+
+@functools.partial(jax.jit, static_argnames=("kernel", "degree", "bias"))
+def _design(X, centers, *, kernel: str, gamma, degree: int, coef0, bias: bool) -> Float[Array, "n m"]:
     X = jnp.asarray(X)
     centers = X if centers is None else jnp.asarray(centers, X.dtype)
     if kernel == "rbf":
         Phi = jnp.exp(-gamma * pairwise_sqdist(X, centers))
     elif kernel == "poly":
         Phi = (gamma * X @ centers.T + coef0) ** degree
-    elif kernel == "linear":
+    else:  # linear
         Phi = X
-    else:
-        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
     if bias:
         Phi = jnp.concatenate([Phi, jnp.ones((Phi.shape[0], 1), Phi.dtype)], axis=1)
     return Phi
@@ -484,16 +491,23 @@ def check_hparams(hparams: Hyperparams):
         raise ValueError(f"prior must be one of {PRIORS}; got {hparams.prior!r}.")
     if hparams.max_basis < 1:
         raise ValueError(f"max_basis must be at least 1; got {hparams.max_basis}.")
-    if not float(hparams.noise_init) > 0:
-        raise ValueError(f"noise_init must be positive; got {hparams.noise_init}.")
-    if not float(hparams.lam) >= 0:
-        raise ValueError(f"lam must be non-negative; got {hparams.lam}.")
+    if isinstance(hparams.moves, bool) or not isinstance(hparams.moves, (int, np.integer)) or hparams.moves < 1:
+        raise ValueError(f"moves must be an int >= 1; got {hparams.moves!r}.")
+    positive = dict(noise_init=hparams.noise_init, max_precision=hparams.max_precision, align_tol=hparams.align_tol)
+    non_negative = dict(lam=hparams.lam, min_delta_log_gamma=hparams.min_delta_log_gamma, gain_tol=hparams.gain_tol,
+                        min_delta_log_beta=hparams.min_delta_log_beta)
+    for name, value in positive.items():
+        if not (np.ndim(value) == 0 and np.isfinite(float(value)) and float(value) > 0):
+            raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
+    for name, value in non_negative.items():
+        if not (np.ndim(value) == 0 and np.isfinite(float(value)) and float(value) >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0; got {value!r}.")
+    if np.shape(hparams.lambda_prior) != (2,) or not all(np.isfinite(v) and v >= 0 for v in map(float, hparams.lambda_prior)):
+        raise ValueError(f"lambda_prior must be a pair (nu, delta) of finite numbers >= 0; got {hparams.lambda_prior!r}.")
 
 
 def check_problem(Phi, y):
     """Refuse non-finite values, mismatched lengths and fewer than two samples."""
-    import numpy as np
-
     Phi, y = np.asarray(Phi), np.asarray(y)
     if Phi.ndim != 2 or y.ndim != 1:
         raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {Phi.shape} and {y.shape}.")

@@ -246,3 +246,15 @@ def test_solved_reports_the_objective_and_a_status_per_element():
     exact = status.solved(jnp.zeros(2), -jnp.inf, status.all_finite(jnp.zeros(2), jnp.ones(3)))
     assert bool(exact.converged)
     assert not bool(status.all_finite(jnp.zeros(2), jnp.array([1.0, jnp.inf])))
+
+
+def test_a_nan_in_the_state_is_nonfinite_even_when_the_objective_is_finite():
+    """The objective stays finite but the third sweep puts a NaN into the state: that sweep
+    is rejected, the last state without NaN is returned and the status is nonfinite."""
+    update = lambda s: {"t": s["t"] + 1, "w": jnp.where(s["t"] >= 2, jnp.nan, s["w"] + 1.0)}
+    objective = lambda s: -s["t"].astype(jnp.float64) ** 2  # finite, never converging
+    result = run(update, objective, {"t": jnp.asarray(0), "w": jnp.zeros(3)}, max_iter=10, tol=0.0, throw=False)
+    assert Status[result.status] == Status[Status.nonfinite]
+    assert int(result.state["t"]) == 2 and np.all(np.asarray(result.state["w"]) == 2.0)
+    inf_ok = run(lambda s: s + jnp.array([0.0, jnp.inf]), lambda s: s[0], jnp.zeros(2), max_iter=3, tol=0.0, throw=False)
+    assert Status[inf_ok.status] == Status[Status.max_iter_reached]  # inf in a state can be meaningful

@@ -344,6 +344,7 @@ def fit(
     >>> predictive(jax.random.key(2), result.state, X[:4], hp).mean.shape
     (4, 1)
     """
+    _loop.check_tol(tol)
     concrete = validation.is_concrete(X, Y)
     if concrete:
         X, Y = check_inputs(X, Y, hparams)
@@ -360,7 +361,7 @@ def fit(
         init_labels = jnp.asarray(init_labels, jnp.int32)
     X = jnp.asarray(X)
     hp = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), hparams)
-    return _fit(key, X, jnp.asarray(Y, X.dtype), hp, init_labels, max_iter=max_iter, tol=tol,
+    return _fit(key, X, jnp.asarray(Y, X.dtype), hp, init_labels, max_iter=max_iter, tol=_loop.tolerance(tol, X.dtype),
                 optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
 
 
