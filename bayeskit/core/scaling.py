@@ -11,7 +11,8 @@ their own precision before any cast, and on JAX arrays inside a jitted fit.
 The scale is the median absolute deviation of all entries from their column medians
 (robust: an outlier does not push the bulk of the data towards underflow), or the largest
 deviation when more than half of the entries equal their column median, or 1 when all
-do.
+do; rounded to a power of two, so that dividing by it is exact: data already near unit
+scale fit exactly as they would unscaled, and a X with a a power of two as X.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def unit_scale(X):
     spread, largest = xp.median(deviations), xp.max(deviations)
     s = xp.where(spread > 0, spread, xp.where(largest > 0, largest, 1.0))
     s = xp.where(xp.isfinite(s), s, 1.0)
+    s = xp.ldexp(xp.ones_like(s), xp.round(xp.log2(s)).astype(np.int32))  # exactly a power of two
     return (X / s, float(s)) if xp is np else (X / s.astype(X.dtype), s.astype(X.dtype))
 
 

@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
+from bayeskit.core.scaling import unit_scale
 from bayeskit.estimators._common import _key, finish
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
@@ -36,7 +37,10 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
     noise_std_ : estimated noise standard deviation
     n_iter_ : engine iterations (each ten basis moves and a noise update)
     log_evidence_ : the log evidence after each iteration
-    state_, result_ : the engine's state and FitResult
+    state_, result_ : the engine's state and FitResult, in the units of X / x_scale_ and
+        y / y_scale_
+    x_scale_, y_scale_ : the robust scales divided out of X and y before the fit
+        (:mod:`bayeskit.core.scaling`); the attributes above are in the caller's units
     """
 
     _prior = "rvm"
@@ -63,12 +67,27 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
             validation.check_positive(gamma=self.gamma)
         if self.kernel == "poly":
             validation.check_int_in("degree", self.degree, 0)
-        var = float(np.var(X))
-        return float(self.gamma) if self.gamma is not None else 1.0 / (X.shape[1] * (var if var > 0 else 1.0))
 
-    def _design(self, X):
-        return sparse_bayes.design(jnp.asarray(X), None if self.kernel == "linear" else jnp.asarray(self.X_fit_),
-                                   kernel=self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
+    def _unit_gamma(self, X_unit) -> float:
+        """The kernel width for inputs divided by x_scale_: gamma x_scale_^2, or for
+        ``gamma=None`` 1 / (n_features var(X / x_scale_)); refused when it leaves the dtype's
+        range (a given gamma far from the data's scale)."""
+        if self.kernel == "linear":
+            return 1.0  # unused
+        if self.gamma is None:
+            var = float(np.var(X_unit))
+            return 1.0 / (X_unit.shape[1] * (var if var > 0 else 1.0))
+        unit = float(self.gamma) * self.x_scale_ * self.x_scale_
+        if not (np.isfinite(np.asarray(unit, X_unit.dtype)) and np.asarray(unit, X_unit.dtype) > 0):
+            raise ValueError(f"gamma={self.gamma:.3g} on data at scale {self.x_scale_:.3g} gives a kernel whose exponent "
+                             f"leaves {X_unit.dtype.name}'s range; choose gamma near 1 / scale^2, or gamma=None.")
+        return unit
+
+    def _design(self, X_unit):
+        """Phi of inputs already divided by ``x_scale_``: against the training inputs so
+        divided, with gamma times x_scale_^2, it is the kernel of the caller's units."""
+        return sparse_bayes.design(jnp.asarray(X_unit), None if self.kernel == "linear" else jnp.asarray(self._centers),
+                                   kernel=self.kernel, gamma=self._kernel_gamma, degree=self.degree, coef0=self.coef0,
                                    bias=self.fit_intercept)
 
     def fit(self, X, y):
@@ -76,31 +95,44 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
         if X.shape[0] < 2:
             raise ValueError(f"n_samples={X.shape[0]}: at least two samples are needed.")
-        self.gamma_ = self._check_params(X)
+        self._check_params(X)
         self.X_fit_ = X.copy()  # the model owns its data: the caller may overwrite X
-        Phi = self._design(X)
+        # the fit runs in units where X and y are O(1) (core.scaling), divided on the host
+        self._centers, self.x_scale_ = unit_scale(X)
+        y_unit, self.y_scale_ = unit_scale(y.astype(X.dtype)[:, None])
+        self._kernel_gamma = self._unit_gamma(self._centers)
+        # gamma_ in X's units is only reported (for data at 1e-300 it leaves float64)
+        self.gamma_ = float(self.gamma) if self.gamma is not None else self._kernel_gamma / self.x_scale_ / self.x_scale_
+        Phi = self._design(self._centers)
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
-        result = sparse_bayes.fit(Phi, y.astype(X.dtype), hp, max_iter=self.max_iter, throw=False)
+        result = sparse_bayes.fit(Phi, y_unit[:, 0], hp, max_iter=self.max_iter, throw=False)
         finish(result, type(self).__name__, detail=f" (max_iter={self.max_iter})")
         if bool(result.state.saturated):
             warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)
-        data = sparse_bayes.as_data(Phi, y.astype(X.dtype), gram=False)
+        data = sparse_bayes.as_data(Phi, y_unit[:, 0], gram=False)
         self.hyperparams_, self.result_, self.state_, self._scale = hp, result, result.state, data.scale
-        w = np.asarray(sparse_bayes.weights(result.state, data.scale))
+        w = np.asarray(sparse_bayes.weights(result.state, data.scale), np.float64) * self.y_scale_
         on = np.asarray(sparse_bayes.relevance(result.state))
         if self.fit_intercept:
             w, on, self.intercept_ = w[:-1], on[:-1], float(w[-1])
         else:
             self.intercept_ = 0.0
-        self.coef_ = w
+        with np.errstate(over="ignore"):
+            self.coef_ = w / self.x_scale_ if self.kernel == "linear" else w  # a linear weight is per unit of X
+        if not np.all(np.isfinite(self.coef_)):
+            warnings.warn(f"coef_ of y at scale {self.y_scale_:.3g} on X at scale {self.x_scale_:.3g} lies beyond "
+                          f"float64's range (inf where so); predict works in the fit's own units and is unaffected.",
+                          RuntimeWarning, stacklevel=2)
         self.relevance_indices_ = np.flatnonzero(on)
         if self.kernel != "linear":
             self.relevance_vectors_ = X[self.relevance_indices_]
-        self.noise_std_ = self._noise_std(result.state, data)
+        self.noise_std_ = self._noise_std(result.state, data) * self.y_scale_
         self.n_iter_ = int(result.n_iter)
-        self.log_evidence_ = np.asarray(result.trace)[: self.n_iter_]
+        # the evidence of y = the evidence of y / s minus n log s
+        self.log_evidence_ = np.asarray(result.trace, np.float64)[: self.n_iter_] - len(y) * np.log(self.y_scale_)
         return self
+
 
     def _noise_std(self, state, data) -> float:
         return float(1.0 / np.sqrt(state.beta))
@@ -110,9 +142,10 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
-        mean, var = sparse_bayes.predict_inputs(self.state_, jnp.asarray(X), self._design, self._scale, chunk_size=chunk_size)
-        mean = np.asarray(mean)
-        return (mean, np.sqrt(np.asarray(var))) if return_std else mean
+        X_unit = jnp.asarray(X / self.x_scale_)  # divided on the host, before the cast
+        mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, chunk_size=chunk_size)
+        mean = np.asarray(mean, np.float64) * self.y_scale_
+        return (mean, np.sqrt(np.asarray(var, np.float64)) * self.y_scale_) if return_std else mean
 
 
 class RVMRegressor(_SparseBayesRegressor):
@@ -134,7 +167,7 @@ class BLSRegressor(_SparseBayesRegressor):
 
     def fit(self, X, y):
         super().fit(X, y)
-        self.lambda_ = float(self.state_.lam)
+        self.lambda_ = float(self.state_.lam)  # g_m = gamma_m / sigma^2 is free of y's units, and so is lambda
         return self
 
 
@@ -156,7 +189,7 @@ class FLAPRegressor(_SparseBayesRegressor):
 
     def fit(self, X, y):
         super().fit(X, y)
-        self.lambda_ = float(self.state_.lam)
+        self.lambda_ = float(self.state_.lam) / self.y_scale_ / self.y_scale_  # gamma_m ~ Exp(lambda / 2), in y's units^2
         return self
 
     def _noise_std(self, state, data) -> float:

@@ -1,5 +1,6 @@
 """The sparse Bayesian regressors: scikit-learn contract, kernels, units, errors."""
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -94,3 +95,29 @@ def test_bad_parameters_are_refused():
         RVMRegressor().fit(X, y[:-1])
     with pytest.raises(ValueError, match="two samples"):
         RVMRegressor().fit(X[:1], y[:1])
+
+
+@pytest.mark.parametrize("cls", [RVMRegressor, BLSRegressor, FLAPRegressor])
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+@pytest.mark.parametrize("dtype, a, c", [(np.float32, 2.0**-66, 2.0**66), (np.float32, 2.0**66, 2.0**-66),
+                                         (np.float64, 2.0**-996, 2.0**996)])
+def test_predictions_are_equivariant_far_from_unit_scale(cls, kernel, dtype, a, c):
+    """Fitted on (a X, c y), the regressors predict c times what they predict from (X, y)
+    at a X, with the same relevance set, in float32 at 1e+-20 (squared distances of 1e40
+    overflow) and in float64 at 1e+-300; the default gamma follows the inputs' scale.
+    (a and c are powers of two, so a X holds X's digits: the float32 engine's own
+    sensitivity to rounding is not what this tests.)"""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2)).astype(dtype)
+    y = (np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=60)).astype(dtype)
+    X_new = rng.normal(size=(5, 2)).astype(dtype)
+    ref = cls(kernel=kernel).fit(X, y)
+    beyond = kernel == "linear" and dtype == np.float64  # coef_ ~ c / a = 2^1992: not a float64
+    with pytest.warns(RuntimeWarning, match="lies beyond") if beyond else contextlib.nullcontext():
+        got = cls(kernel=kernel).fit(X * dtype(a), y * dtype(c))
+    np.testing.assert_array_equal(got.relevance_indices_, ref.relevance_indices_)
+    mean, std = got.predict(X_new * dtype(a), return_std=True)
+    ref_mean, ref_std = ref.predict(X_new, return_std=True)
+    np.testing.assert_allclose(mean / c, ref_mean, rtol=1e-4, atol=1e-4 * np.abs(ref_mean).max())
+    np.testing.assert_allclose(std / c, ref_std, rtol=1e-4)
+    assert got.noise_std_ / c == pytest.approx(ref.noise_std_, rel=1e-4)
