@@ -321,13 +321,25 @@ def check_covariance(S, alpha=None) -> None:
     sd = np.sqrt(np.diagonal(S).astype(np.float64))
     R = S / np.outer(sd, sd)  # the correlations: definiteness on a unit scale
     eps = np.finfo(S.dtype if np.issubdtype(S.dtype, np.floating) else np.float64).eps
-    smallest = float(np.linalg.eigvalsh(R)[0])
-    if smallest < -len(R) * eps * 10:
-        raise ValueError(f"S must be positive semidefinite (a covariance matrix); as a correlation matrix its smallest "
-                         f"eigenvalue is {smallest:.3g}.")
-    if alpha is not None and np.any(np.asarray(alpha) == 0) and smallest <= len(R) * eps * 10:
+    floor = 10 * len(R) * eps
+    definite = alpha is not None and np.any(np.asarray(alpha) == 0)
+    if not _above(R, floor if definite else -floor):  # one Cholesky; the eigenvalues only to explain a refusal
+        smallest = float(np.linalg.eigvalsh(R)[0])
+        if smallest < -floor:
+            raise ValueError(f"S must be positive semidefinite (a covariance matrix); as a correlation matrix its "
+                             f"smallest eigenvalue is {smallest:.3g}.")
         raise ValueError(f"with alpha = 0, S must be positive definite: (1) has no solution for a singular S (as a "
                          f"correlation matrix its smallest eigenvalue is {smallest:.3g}); use alpha > 0.")
+
+
+def _above(A, floor: float) -> bool:
+    """Whether every eigenvalue of the symmetric ``A`` exceeds ``floor`` (a Cholesky factor of
+    A - floor I exists)."""
+    try:
+        np.linalg.cholesky(A - floor * np.eye(len(A)))
+        return True
+    except np.linalg.LinAlgError:
+        return False
 
 
 __all__ = ["Hyperparams", "State", "init", "update", "objective", "objective_of", "kkt_residual", "fit", "path",
