@@ -12,6 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
+from bayeskit.core.scaling import unit_scale
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish
 
@@ -33,6 +34,9 @@ class GraphicalLasso(BaseEstimator):
     n_iter_ : Newton iterations run
     kkt_ : the largest violation of the optimality conditions at the solution
     objective_ : the objective after each iteration (non-increasing)
+
+    The fit runs on S / v with alpha / v (v a power of two near the median variance) and
+    puts v back, so data at 1e20 fit in float32; the floating attributes are float64.
     """
 
     def __init__(self, alpha=0.01, *, penalize_diagonal=False, tol=1e-4, max_iter=100, assume_centered=False):
@@ -45,32 +49,40 @@ class GraphicalLasso(BaseEstimator):
     def fit(self, X, y=None):
         """Fit on the empirical covariance of X (n_samples, n_features)."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
-        _, S = _second_moment(self, X, False)
-        constant = np.flatnonzero(np.diagonal(S) <= 0)
+        X_unit, s = unit_scale(X)  # a power of two: S of data at 1e20 (1e40) would overflow float32
+        _, S_unit = _second_moment(self, X_unit, False)
+        self.location_ = self.location_ * s
+        constant = np.flatnonzero(np.diagonal(S_unit) <= 0)
         if constant.size:
             raise ValueError(f"column(s) {constant[:5].tolist()} of X are constant: a variance of 0 leaves the precision "
                              f"undefined; drop them.")
-        return self._fit(S, self.location_)
+        return self._fit(S_unit, s * s, self.location_)
 
     def fit_covariance(self, S):
         """Fit on a given covariance matrix S (p, p)."""
         S = validation.check_matrix(S, "S", min_rows=2, min_cols=2)
         self.n_features_in_ = S.shape[0]
-        return self._fit(S, np.zeros(S.shape[0], S.dtype))
+        v = _variance_scale(S)
+        return self._fit(S / v, v, np.zeros(S.shape[0], S.dtype))
 
-    def _fit(self, S, location):
+    def _fit(self, S_unit, v, location):
+        """Solve (1) for S = v S_unit: (1) for S_unit and alpha / v has the solution v Theta, and
+        fitting there (v a power of two) keeps data at 1e+-20 clear of float32's range."""
         validation.check_positive(tol=self.tol)
         validation.check_int_in("max_iter", self.max_iter, 1)
-        hp = glasso.Hyperparams(float(self.alpha), bool(self.penalize_diagonal))
+        glasso.check_alpha(self.alpha)
+        S = S_unit
+        hp = glasso.Hyperparams(float(self.alpha) / v, bool(self.penalize_diagonal))
         # glasso.fit checks S and alpha on the host before compiling
-        result = glasso.fit(jnp.asarray(S), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
-        finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt):.3g})")
+        result = glasso.fit(S, hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt) * v:.3g})")
         self.location_ = location
-        self.precision_ = np.asarray(result.state.precision)
-        self.covariance_ = np.asarray(result.state.covariance)
+        self.precision_ = np.asarray(result.state.precision, np.float64) / v
+        self.covariance_ = np.asarray(result.state.covariance, np.float64) * v
         self.n_iter_ = int(result.n_iter)
-        self.kkt_ = float(result.state.kkt)
-        self.objective_ = np.asarray(result.trace)[: self.n_iter_]
+        self.kkt_ = float(result.state.kkt) * v
+        # F = -log det Theta + tr(S Theta) + alpha |Theta|_1 gains p log v
+        self.objective_ = np.asarray(result.trace, np.float64)[: self.n_iter_] + S.shape[0] * np.log(v)
         return self
 
     def score(self, X, y=None):
@@ -81,6 +93,13 @@ class GraphicalLasso(BaseEstimator):
         _, logdet = np.linalg.slogdet(self.precision_)
         quad = np.einsum("ij,jk,ik->i", Xc, self.precision_, Xc)
         return float(np.mean(0.5 * (logdet - quad - X.shape[1] * np.log(2 * np.pi))))
+
+
+def _variance_scale(S) -> float:
+    """The power of two nearest the median of the diagonal of a given ``S`` (1 when that is
+    not a positive finite number: the checks of S explain why)."""
+    median = float(np.median(np.diagonal(S)))
+    return float(np.ldexp(1.0, int(np.round(np.log2(median))))) if np.isfinite(median) and median > 0 else 1.0
 
 
 def _second_moment(estimator, Y, dual: bool):

@@ -164,3 +164,17 @@ def test_estimator_score_is_the_gaussian_log_likelihood():
     expected = stats.multivariate_normal(est.location_, est.covariance_).logpdf(X).mean()
     assert abs(est.score(X) - expected) < 1e-8
     assert est.n_iter_ == len(est.objective_) and est.kkt_ <= 1e-4 * np.mean(np.diag(np.cov(X.T, bias=True)))
+
+
+@pytest.mark.parametrize("a", [2.0**-66, 2.0**66])
+def test_estimator_is_equivariant_far_from_unit_scale_in_float32(a):
+    """(1) for (a X, a^2 alpha) has the solution Theta / a^2: the same zeros, precision times
+    a^-2, covariance times a^2, in float32 where S of data at 1e20 (1e40) would overflow."""
+    rng = np.random.default_rng(3)
+    X = (rng.standard_normal((200, 6)) @ np.linalg.cholesky(_sparse_problem(p=6)).T).astype(np.float32)
+    ref = GraphicalLasso(alpha=0.1).fit(X)
+    got = GraphicalLasso(alpha=0.1 * a * a).fit(X * np.float32(a))
+    np.testing.assert_array_equal(got.precision_ == 0, ref.precision_ == 0)
+    np.testing.assert_allclose(got.precision_ * a * a, ref.precision_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.covariance_ / a / a, ref.covariance_, rtol=1e-5)
+    assert got.score(X * np.float32(a)) == pytest.approx(ref.score(X) - 6 * np.log(a), rel=1e-5)
