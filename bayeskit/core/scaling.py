@@ -4,7 +4,7 @@ and multiplied back into its results.
 Finite data at 1e-20 or 1e20 (or float64 data at 1e300) overflow or underflow float32 in
 the squares of covariances and distances, and a float64 array beyond float32's range
 becomes inf in the cast itself. A model that is equivariant under ``X -> X / s`` (MCD,
-ROBPCA, HSIC, ...) is fitted on ``X / s`` and its results are put back by the powers of s
+ROBPCA, the sparse-Bayes regressors, ...) is fitted on ``X / s`` and its results are put back by the powers of s
 the model's equivariance says. :func:`unit_scale` works on NumPy arrays on the host, in
 their own precision before any cast, and on JAX arrays inside a jitted fit.
 
@@ -12,7 +12,7 @@ The scale is the median absolute deviation of all entries from their column medi
 (robust: an outlier does not push the bulk of the data towards underflow), or the largest
 deviation when more than half of the entries equal their column median, or 1 when all
 do; rounded to a power of two, so that dividing by it is exact: data already near unit
-scale fit exactly as they would unscaled, and a X with a a power of two as X.
+scale fit exactly as they would unscaled, and a X fits as X when a is a power of two.
 """
 
 from __future__ import annotations
