@@ -68,13 +68,15 @@ def check_relations(Y, mask=None, symmetric: bool = False):
     every cell except the diagonal), both symmetric for an undirected model; a
     ``ValueError`` names what is wrong."""
     Y = np.asarray(Y)
+    if Y.dtype.kind not in "biuf":
+        raise ValueError(f"Y must be a real numeric array of 0/1 relations; got dtype {Y.dtype}.")
     if Y.ndim == 2:
         Y = Y[None]
     if Y.ndim != 3 or Y.shape[1] != Y.shape[2] or Y.shape[1] < 2:
         raise ValueError(f"Y must be (N, N) or (n_relations, N, N) with N >= 2; got shape {Y.shape}.")
     if mask is None:
         mask = np.broadcast_to(~np.eye(Y.shape[1], dtype=bool), Y.shape)
-    mask = np.asarray(mask, bool)
+    mask = _as_mask(mask)
     if mask.ndim == 2:
         mask = np.broadcast_to(mask, Y.shape)
     if mask.shape != Y.shape:
@@ -88,6 +90,18 @@ def check_relations(Y, mask=None, symmetric: bool = False):
     if symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
         raise ValueError("symmetric=True needs a symmetric Y and mask.")
     return np.where(mask, Y, 0).astype(np.int8), mask
+
+
+def _as_mask(mask) -> np.ndarray:
+    """A boolean mask, from booleans or numbers that are all 0 or 1: NaN, 0.5 or the string
+    "False" would otherwise count as observed."""
+    m = np.asarray(mask)
+    if m.dtype == bool:
+        return m
+    if m.dtype.kind in "iuf" and np.all(np.isin(m, (0, 1))):
+        return m.astype(bool)
+    found = f"dtype {m.dtype}" if m.dtype.kind not in "iuf" else "values other than 0 and 1"
+    raise ValueError(f"mask must be boolean (or 0/1), True where a cell is observed; got {found}.")
 
 
 COVARIATE_KINDS = ("pair", "sender", "receiver")
