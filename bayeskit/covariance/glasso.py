@@ -52,6 +52,7 @@ from jaxtyping import Array, Float
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult
 from bayeskit.core.validation import is_concrete
+from bayeskit.core.xla import host_blas
 
 _MAX_HALVINGS = 50
 _SIGMA = 1e-3
@@ -301,6 +302,7 @@ def check_alpha(alpha) -> None:
         raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
 
 
+@host_blas()
 def check_covariance(S, alpha=None) -> None:
     """A finite, real, symmetric, positive semidefinite (p, p) matrix with a positive
     diagonal, and positive definite where ``alpha`` is 0: without a penalty (1) has a

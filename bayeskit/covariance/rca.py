@@ -64,6 +64,7 @@ from bayeskit.core import loop
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import is_concrete
+from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso
 
 _LOG_2PI = float(np.log(2 * np.pi))
@@ -288,6 +289,7 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
 # ----------------------------------------------------------------------------- helpers
 
 
+@host_blas()
 def check_covariance(A, name: str, *, definite: bool = True) -> None:
     """A finite symmetric (p, p) matrix, positive definite (or semidefinite, up to the
     rounding of its own dtype: a second moment of fewer draws than variables, formed in

@@ -41,6 +41,7 @@ from jaxtyping import Array, Float
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult, Status
 from bayeskit.core.validation import check_int_in
+from bayeskit.core.xla import host_blas
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
@@ -307,6 +308,7 @@ class Components(eqx.Module):
     mean: np.ndarray
 
 
+@host_blas()
 def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
                    max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> FitResult:
     """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import unit_scale
+from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish
 
@@ -102,6 +103,7 @@ def _variance_scale(S) -> float:
     return float(np.ldexp(1.0, int(np.round(np.log2(median))))) if np.isfinite(median) and median > 0 else 1.0
 
 
+@host_blas()
 def _second_moment(estimator, Y, dual: bool):
     """Centre the draws (rows of Y, or columns when ``dual``) unless ``assume_centered``;
     return the draws as rows and their second moment."""
@@ -111,6 +113,7 @@ def _second_moment(estimator, Y, dual: bool):
     return Zc, Zc.T @ Zc / Z.shape[0]
 
 
+@host_blas()
 def _gaussian_score(Z, location, covariance) -> float:
     """Mean log-density of the rows of Z under N(location, covariance)."""
     L = np.linalg.cholesky(covariance)

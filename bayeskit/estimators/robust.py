@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import out_of_range, unit_scale
+from bayeskit.core.xla import host_blas
 from bayeskit.estimators._common import _key, finish
 from bayeskit.robust import mcd, robpca
 
@@ -83,7 +84,8 @@ class MinCovDet(BaseEstimator):
         check_is_fitted(self, "covariance_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
         Z = X - self.location_
-        return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
+        with host_blas():
+            return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
 
 
 def _host(state):
