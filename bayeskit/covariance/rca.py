@@ -322,9 +322,10 @@ def check_same_shape(C, Sigma) -> None:
 
 
 def check_noise_variance(s2) -> None:
+    given = s2
     s2 = np.asarray(s2, dtype=float)
     if not np.all(np.isfinite(s2)) or np.any(s2 <= 0):
-        raise ValueError(f"noise_variance must be positive and finite; got {s2!r}.")
+        raise ValueError(f"noise_variance must be positive and finite; got {given!r}.")
 
 
 def check_components(k, p: int) -> None:

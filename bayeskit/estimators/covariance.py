@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.scaling import unit_scale
+from bayeskit.core.scaling import check_representable, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish
@@ -72,10 +72,10 @@ class GraphicalLasso(BaseEstimator):
         validation.check_positive(tol=self.tol)
         validation.check_int_in("max_iter", self.max_iter, 1)
         glasso.check_alpha(self.alpha)
-        S = S_unit
+        check_representable("alpha", float(self.alpha) / v, np.sqrt(v), S_unit.dtype)
         hp = glasso.Hyperparams(float(self.alpha) / v, bool(self.penalize_diagonal))
         # glasso.fit checks S and alpha on the host before compiling
-        result = glasso.fit(S, hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        result = glasso.fit(S_unit, hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt) * v:.3g})")
         self.location_ = location
         self.precision_ = np.asarray(result.state.precision, np.float64) / v
@@ -83,7 +83,7 @@ class GraphicalLasso(BaseEstimator):
         self.n_iter_ = int(result.n_iter)
         self.kkt_ = float(result.state.kkt) * v
         # F = -log det Theta + tr(S Theta) + alpha |Theta|_1 gains p log v
-        self.objective_ = np.asarray(result.trace, np.float64)[: self.n_iter_] + S.shape[0] * np.log(v)
+        self.objective_ = np.asarray(result.trace, np.float64)[: self.n_iter_] + S_unit.shape[0] * np.log(v)
         return self
 
     def score(self, X, y=None):
@@ -115,9 +115,9 @@ def _second_moment(estimator, Y, dual: bool):
 
 @host_blas()
 def _gaussian_score(Z, location, covariance) -> float:
-    """Mean log-density of the rows of Z under N(location, covariance)."""
-    L = np.linalg.cholesky(covariance)
-    half = np.linalg.solve(L, (Z - location).T)
+    """Mean log-density of the rows of Z under N(location, covariance), in float64."""
+    L = np.linalg.cholesky(np.asarray(covariance, np.float64))
+    half = np.linalg.solve(L, (np.asarray(Z, np.float64) - location).T)
     logdet = 2 * np.sum(np.log(np.diagonal(L)))
     return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
 
@@ -148,6 +148,11 @@ class RCA(TransformerMixin, BaseEstimator):
     n_components_ : q
     location_ : the mean draw that was removed
     log_likelihood_ : mean log-likelihood per draw at the solution
+    scale_ : s, the power of two divided out of Y (and s^2 out of Sigma) before the fit
+
+    The solution is equivariant: Y / s with Sigma / s^2 has the same eigenvalues, W / s and
+    S s. Fitting there keeps data at 1e+-20 clear of float32's range (where Sigma would
+    overflow in float32, pass it in float64).
     """
 
     def __init__(self, n_components=None, *, dual=False, assume_centered=False):
@@ -158,23 +163,28 @@ class RCA(TransformerMixin, BaseEstimator):
     def fit(self, Y, Sigma):
         """Fit on data Y (n_samples, n_features) and explained covariance Sigma."""
         Y = validate_data(self, Y, dtype=[np.float64, np.float32], ensure_min_samples=2)
-        Z, C = _second_moment(self, Y, bool(self.dual))
+        Y_unit, s = unit_scale(Y)
+        Z, C = _second_moment(self, Y_unit, bool(self.dual))
+        self.location_ = self.location_ * s
         Sigma = validation.check_matrix(Sigma, "Sigma")
         rca.check_covariance(Sigma, "Sigma")
         rca.check_same_shape(C, Sigma)
+        Sigma_unit = np.asarray(Sigma, np.float64) / (s * s)
+        check_representable("Sigma", Sigma_unit, s, C.dtype)
         rank = min(C.shape[0], Z.shape[0] - (0 if self.assume_centered else 1))
         if self.n_components is not None:
             validation.check_int_in("n_components", self.n_components, 1, rank)
         # Sigma is checked above and C = Z'Z / n is PSD by construction
-        result = finish(rca.fit(jnp.asarray(C), jnp.asarray(Sigma, C.dtype), self.n_components, check=False), "RCA")
+        result = finish(rca.fit(jnp.asarray(C), jnp.asarray(Sigma_unit.astype(C.dtype)), self.n_components, check=False), "RCA")
         solution = result.state
         q = int(solution.n_components)
-        self.components_ = np.asarray(solution.components)[:, :q]
+        self.scale_ = s
+        self.components_ = np.asarray(solution.components)[:, :q] * C.dtype.type(s)
         self.eigenvalues_ = np.asarray(solution.eigenvalues)
-        self.eigenvectors_ = np.asarray(solution.eigenvectors)
+        self.eigenvectors_ = np.asarray(solution.eigenvectors) / C.dtype.type(s)
         self.n_components_ = q
-        self.sigma_ = np.array(Sigma, C.dtype)  # a copy: the caller may overwrite Sigma
-        self.log_likelihood_ = float(result.objective)
+        self.sigma_ = np.array(Sigma)  # a copy: the caller may overwrite Sigma
+        self.log_likelihood_ = float(result.objective) - C.shape[0] * np.log(s)  # the density of Y = s Y_unit
         return self
 
     def _draws(self, Y):
@@ -191,8 +201,9 @@ class RCA(TransformerMixin, BaseEstimator):
         """Posterior means (3) of the latent coordinates: one row per draw (per sample, or
         per feature when ``dual``)."""
         Z = self._draws(Y)
-        mean, _ = rca.posterior(jnp.asarray(Z - self.location_), jnp.asarray(self.components_),
-                                jnp.asarray(self.sigma_))
+        s = self.scale_  # the latent coordinates are scale-free: computed on the unit scale
+        unit = lambda A, power: jnp.asarray((np.asarray(A, np.float64) / s**power).astype(Z.dtype))
+        mean, _ = rca.posterior(unit(Z - self.location_, 1), unit(self.components_, 1), unit(self.sigma_, 2))
         return np.asarray(mean)
 
     def residual_scores(self, Y):
@@ -207,7 +218,8 @@ class RCA(TransformerMixin, BaseEstimator):
     def score(self, Y, y=None):
         """Mean log-likelihood per draw under N(location_, W W' + Sigma)."""
         Z = self._draws(Y)
-        return _gaussian_score(Z, self.location_, self.components_ @ self.components_.T + self.sigma_)
+        W = self.components_.astype(np.float64)  # W W' of data at 1e20 overflows float32
+        return _gaussian_score(Z, self.location_, W @ W.T + self.sigma_)
 
 
 class EMRCA(BaseEstimator):
@@ -237,6 +249,10 @@ class EMRCA(BaseEstimator):
     bound_ : the penalised log marginal likelihood per draw after each iteration
     max_decrease_ : the largest drop of the bound between iterations (0 when monotone)
     n_iter_, location_
+
+    The fit runs on X / s with alpha / s^2 and s2 / s^2 (s a power of two near the data's
+    scale; the solution is equivariant) and puts s back, so data at 1e+-20 fit in float32;
+    the floating attributes are float64.
     """
 
     def __init__(self, alpha=0.1, *, noise_variance=None, n_components=None, penalize_diagonal=True, tol=1e-7,
@@ -252,27 +268,41 @@ class EMRCA(BaseEstimator):
     def fit(self, X, y=None):
         """Fit on data X (n_samples, n_features); rows are the draws."""
         X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
-        _, C = _second_moment(self, X, False)
+        X_unit, s = unit_scale(X)
+        _, C = _second_moment(self, X_unit, False)
+        self.location_ = np.asarray(self.location_, np.float64) * s
+        v = s * s
         validation.check_positive(tol=self.tol)
         validation.check_int_in("max_iter", self.max_iter, 1)
-        s2 = 0.5 * np.trace(C) / C.shape[0] if self.noise_variance is None else self.noise_variance
-        hp = rca.EMHyperparams(self.alpha, s2, bool(self.penalize_diagonal), self.n_components)
-        # rca.em_fit checks alpha, s2 and n_components on the host before compiling
+        glasso.check_alpha(self.alpha)
+        if self.noise_variance is None:
+            s2 = 0.5 * np.trace(C) / C.shape[0]
+            if not s2 > 0:
+                raise ValueError("every column of X is constant: noise_variance=None takes half the mean variance, 0 "
+                                 "here; give a positive noise_variance or data that vary.")
+        else:
+            rca.check_noise_variance(self.noise_variance)
+            s2 = float(self.noise_variance) / v
+        check_representable("alpha", float(self.alpha) / v, s, C.dtype)
+        check_representable("noise_variance", s2, s, C.dtype)
+        hp = rca.EMHyperparams(float(self.alpha) / v, s2, bool(self.penalize_diagonal), self.n_components)
+        # rca.em_fit checks C and n_components on the host before compiling
         result = rca.em_fit(jnp.asarray(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
         self.n_iter_ = int(result.n_iter)
-        self.bound_ = np.asarray(result.trace)[: self.n_iter_]
+        shift = C.shape[0] * np.log(s)  # (4) of X = s X_unit: log|K| gains p log s^2
+        self.bound_ = np.asarray(result.trace, np.float64)[: self.n_iter_] - shift
         self.max_decrease_ = float(state.max_decrease)
         if self.max_decrease_ > 1e-8 * (1 + abs(float(state.bound))):
             warnings.warn(f"the EM/RCA bound fell by {self.max_decrease_:.3g} between two iterations (the "
                           "graphical-lasso M-step is solved to a tolerance).", RuntimeWarning, stacklevel=2)
-        W = np.asarray(state.W)
-        self.components_ = W[:, np.linalg.norm(W, axis=0) > 0]
-        self.precision_ = np.asarray(state.sparse.precision)
-        self.noise_variance_ = float(s2)
-        sparse_cov = np.asarray(state.sparse.covariance)
-        self.covariance_ = self.components_ @ self.components_.T + sparse_cov + s2 * np.eye(C.shape[0], dtype=C.dtype)
+        W = np.asarray(state.W, np.float64)
+        self.components_ = W[:, np.linalg.norm(W, axis=0) > 0] * s
+        self.precision_ = np.asarray(state.sparse.precision, np.float64) / v
+        self.noise_variance_ = float(s2) * v
+        sparse_cov = np.asarray(state.sparse.covariance, np.float64) * v
+        self.covariance_ = self.components_ @ self.components_.T + sparse_cov + self.noise_variance_ * np.eye(C.shape[0])
         return self
 
     def score(self, X, y=None):

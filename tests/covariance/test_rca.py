@@ -289,3 +289,47 @@ def test_rank_deficient_second_moments_in_float32_are_accepted(seed):
     indefinite = C - 1e-3 * np.abs(C).max() * np.eye(12, dtype=np.float32)
     with pytest.raises(ValueError, match="positive semidefinite"):
         rca.check_covariance(indefinite, "C", definite=False)
+
+
+@pytest.mark.parametrize("a", [2.0**-66, 1e-20, 1e20])
+def test_rca_is_equivariant_far_from_unit_scale_in_float32(a):
+    """(a Y, a^2 Sigma) has the eigenvalues of (Y, Sigma), W times a, S / a and the latent
+    coordinates unchanged, in float32 where a^2 Sigma (1e40) itself would overflow."""
+    Y, _, Sigma = _confounded(n=120)
+    Y32 = Y.astype(np.float32)
+    ref = RCA(2).fit(Y32, Sigma.astype(np.float32))
+    got = RCA(2).fit((Y * a).astype(np.float32), Sigma * a * a)
+    np.testing.assert_allclose(got.eigenvalues_, ref.eigenvalues_, rtol=1e-4)
+    np.testing.assert_allclose(np.abs(got.components_ / a), np.abs(ref.components_), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.abs(got.transform((Y * a).astype(np.float32))), np.abs(ref.transform(Y32)), rtol=1e-3, atol=1e-4)
+    assert got.log_likelihood_ == pytest.approx(ref.log_likelihood_ - Y.shape[1] * np.log(a), abs=1e-4)
+    assert got.score(Y * a) == pytest.approx(ref.score(Y) - Y.shape[1] * np.log(a), abs=1e-3)
+
+
+@pytest.mark.parametrize("a", [2.0**-66, 2.0**66])
+def test_emrca_is_equivariant_far_from_unit_scale_in_float32(a):
+    """(a X, a^2 alpha, a^2 s2) has Lambda / a^2, W a and the bound less p log a: exactly so for
+    a power of two, which the fit divides out exactly."""
+    Y, _, _ = _confounded(n=150, p=6)
+    X = Y.astype(np.float32)
+    ref = EMRCA(0.1, noise_variance=0.3, max_iter=50).fit(X)
+    got = EMRCA(0.1 * a * a, noise_variance=0.3 * a * a, max_iter=50).fit(X * np.float32(a))
+    assert got.n_iter_ == ref.n_iter_
+    np.testing.assert_allclose(got.precision_ * a * a, ref.precision_, rtol=1e-6)
+    np.testing.assert_allclose(got.components_ / a, ref.components_, rtol=1e-6)
+    np.testing.assert_allclose(got.bound_, ref.bound_ - X.shape[1] * np.log(a), rtol=1e-6)
+    assert got.noise_variance_ == pytest.approx(0.3 * a * a)
+    assert np.all(np.isfinite(got.covariance_))
+
+
+def test_inputs_beyond_float32_on_the_data_scale_are_refused_with_the_scale():
+    Y, _, Sigma = _confounded(n=60, p=5)
+    X = (Y * 1e20).astype(np.float32)
+    with pytest.raises(ValueError, match="alpha on data at scale .* beyond the range of float32"):
+        EMRCA(0.1).fit(X)
+    with pytest.raises(ValueError, match="Sigma on data at scale .* beyond the range of float32"):
+        RCA(2).fit(X, Sigma)
+    with pytest.raises(ValueError, match="every column of X is constant"):
+        EMRCA(0.1).fit(np.ones((10, 3)))
+    with pytest.raises(ValueError, match=r"noise_variance must be positive and finite; got -1"):
+        EMRCA(0.1, noise_variance=-1).fit(Y)
