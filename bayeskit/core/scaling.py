@@ -44,15 +44,16 @@ def out_of_range(result, s: float, dtype, what: str) -> None:
                          f"the data by a constant nearer their scale (the estimates scale with it).")
 
 
-def check_representable(name: str, unit_value, s: float, dtype) -> None:
+def check_representable(name: str, unit_value, s: float, dtype, fix: str | None = None) -> None:
     """Refuse an input given in the data's units whose counterpart on the unit scale
     (``unit_value``, e.g. alpha / s^2 for a penalty on the covariance of data at scale s) is
     beyond the range of the dtype the fit computes in (``dtype``, the data's, as JAX holds
-    it): it would become 0 or inf in the cast. Zeros stay zero and pass."""
+    it): it would become 0 or inf in the cast. Zeros stay zero and pass. ``fix`` says what
+    to do (by default: give the input in proportion to the data's scale)."""
     dtype = jax.dtypes.canonicalize_dtype(dtype)
     info, u = np.finfo(dtype), np.abs(np.asarray(unit_value, np.float64))
     if np.any((u != 0) & ((u < info.tiny) | (u > info.max))):
         extreme = float(u[u != 0].max() if np.any(u > info.max) else u[u != 0].min())
+        fix = fix or f"give {name} in proportion to the data's scale"
         raise ValueError(f"{name} on data at scale {s:.3g} is {extreme:.3g} in that scale's units, beyond the range "
-                         f"of {dtype.name}; give {name} in proportion to the data's scale, or fit in float64 "
-                         f"(jax_enable_x64).")
+                         f"of {dtype.name}; {fix}, or fit in float64 (jax_enable_x64).")

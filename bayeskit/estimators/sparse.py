@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.scaling import unit_scale
+from bayeskit.core.scaling import check_representable, unit_scale
 from bayeskit.estimators._common import _key, finish
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
@@ -204,6 +204,12 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
     (``method="gibbs"``) or numpyro's NUTS (``"nuts"``). The intercept has a flat prior;
     the columns of X are used as given (standardise them for the paper's setting).
 
+    The sampler runs on X / a and y / c (a, c powers of two near their scales) with the rate
+    of lambda^2's prior times a^2, whose posterior is exactly that of (X, y) with beta
+    divided by c / a, sigma^2 by c^2, tau^2 by 1 / a^2 and lambda^2 by a^2; the draws are put
+    back, in float64. So y at any scale fits in float32; X far from unit scale moves the
+    prior's rate with it, and a rate beyond float32 is refused with the scale.
+
     Attributes
     ----------
     coef_ : (n_features,) posterior medians (the paper's point estimate)
@@ -232,18 +238,27 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
         validation.check_int_in("num_chains", self.num_chains, 1)
         if not 0 < self.alpha < 1:
             raise ValueError(f"alpha must be in (0, 1); got {self.alpha}.")
+        if np.shape(self.lambda_prior) != (2,):
+            raise ValueError(f"lambda_prior must be a pair (shape r, rate delta) of positive numbers; got {self.lambda_prior!r}.")
         validation.check_positive(lambda_prior=self.lambda_prior)
         X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
         if X.shape[0] < 3:
             raise ValueError(f"n_samples={X.shape[0]}: at least three samples are needed.")
-        hp = bayesian_lasso.Hyperparams(lambda_prior=tuple(float(v) for v in self.lambda_prior))
-        self.samples_ = {k: np.asarray(v) for k, v in bayesian_lasso.sample_posterior(
-            _key(self.random_state), X, y.astype(X.dtype), hp, method=self.method, num_warmup=self.num_warmup,
-            num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress).items()}
-        nonfinite = [name for name, draws in self.samples_.items() if not np.all(np.isfinite(draws))]
+        X_unit, a = unit_scale(X)
+        y_unit, c = unit_scale(y.astype(X.dtype)[:, None])
+        r, delta = (float(v) for v in self.lambda_prior)
+        check_representable("the rate of lambda_prior", delta * a * a, a, X.dtype,
+                            "the Laplace prior's scale is set in X's units: divide X by a constant nearer its scale")
+        draws = bayesian_lasso.sample_posterior(
+            _key(self.random_state), X_unit, y_unit[:, 0], bayesian_lasso.Hyperparams(lambda_prior=(r, delta * a * a)),
+            method=self.method, num_warmup=self.num_warmup, num_samples=self.num_samples, num_chains=self.num_chains,
+            progress=self.progress)
+        nonfinite = [name for name, v in draws.items() if not np.all(np.isfinite(np.asarray(v)))]
         if nonfinite:
             raise RuntimeError(f"BayesianLassoRegressor failed: non-finite draws of {', '.join(nonfinite)}; "
                                "rescale X and y, or fit in float64 (jax_enable_x64).")
+        back = {"beta": c / a, "sigma2": c * c, "tau2": 1 / (a * a), "lambda2": a * a}
+        self.samples_ = {k: np.asarray(v, np.float64) * back[k] for k, v in draws.items()}  # sigma^2 of y at 1e20 is 1e40
         beta = self.samples_["beta"].reshape(-1, X.shape[1])
         self.coef_ = np.median(beta, axis=0)
         self.coef_interval_ = np.quantile(beta, [self.alpha / 2, 1 - self.alpha / 2], axis=0).T

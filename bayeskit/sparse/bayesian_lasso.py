@@ -116,7 +116,7 @@ def gibbs_step(state: State, data: Data, hparams: Hyperparams) -> State:
     tiny = jnp.finfo(data.X.dtype).tiny
     ig_mean = jnp.sqrt(state.lambda2 * sigma2 / jnp.maximum(beta**2, tiny))
     inv_tau2 = jnp.maximum(inverse_gaussian(k_tau, ig_mean, state.lambda2), tiny)
-    r, delta = hparams.lambda_prior
+    r, delta = (jnp.asarray(v, data.X.dtype) for v in hparams.lambda_prior)  # the data's dtype, float32 too
     lambda2 = jax.random.gamma(k_lambda, p + r, dtype=data.X.dtype) / (0.5 * jnp.sum(1.0 / inv_tau2) + delta)
     return State(beta, sigma2, inv_tau2, lambda2, key)
 

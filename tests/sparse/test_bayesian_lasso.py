@@ -113,7 +113,7 @@ def test_estimator_medians_intervals_and_intercept():
 def test_bad_input_is_refused():
     X, y = np.ones((10, 2)), np.ones(10)
     for kwargs, match in (({"method": "mh"}, "method"), ({"alpha": 1.5}, "alpha"), ({"num_samples": 0}, "num_samples"),
-                          ({"lambda_prior": (0.0, 1.0)}, "lambda_prior")):
+                          ({"lambda_prior": (0.0, 1.0)}, "lambda_prior"), ({"lambda_prior": (0.1,)}, "a pair")):
         with pytest.raises(ValueError, match=match):
             BayesianLassoRegressor(**kwargs).fit(X, y)
     with pytest.raises(ValueError, match="non-finite|NaN|infinity"):
@@ -135,3 +135,30 @@ def test_estimator_refuses_non_finite_draws(monkeypatch):
     monkeypatch.setattr(bl, "sample_posterior", with_nan)
     with pytest.raises(RuntimeError, match="non-finite draws of sigma2"):
         BayesianLassoRegressor(num_samples=20, num_warmup=5, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("c", [1e-20, 1e20])
+def test_estimator_is_equivariant_in_y_and_exact_in_x_far_from_unit_scale_in_float32(c):
+    """The posterior of (X, c y) is that of (X, y) with beta and the predictions times c
+    (the 1/sigma^2 prior is scale-free); and that of (a X, y) with the rate of lambda^2's
+    prior divided by a^2 is that of (X, y) with beta / a, exactly so for a power of two a."""
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((40, 4)).astype(np.float32)
+    y = (X @ np.array([1.0, 0, 2.0, 0]) + 0.5 * rng.standard_normal(40)).astype(np.float32)
+    kw = {"num_samples": 300, "num_warmup": 100, "random_state": 0}
+    ref = BayesianLassoRegressor(**kw).fit(X, y)
+    got = BayesianLassoRegressor(**kw).fit(X, (y * c).astype(np.float32))
+    np.testing.assert_allclose(got.coef_ / c, ref.coef_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.predict(X) / c, ref.predict(X), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.samples_["sigma2"] / c**2, ref.samples_["sigma2"], rtol=1e-4)
+    a = 2.0**40
+    wide = BayesianLassoRegressor(lambda_prior=(0.1, 0.1 / a / a), **kw).fit(X * np.float32(a), y)
+    np.testing.assert_allclose(wide.coef_ * a, ref.coef_, rtol=1e-6)
+    np.testing.assert_allclose(wide.samples_["lambda2"] / a**2, ref.samples_["lambda2"], rtol=1e-6)
+
+
+def test_a_prior_rate_beyond_float32_on_the_scale_of_x_is_refused():
+    rng = np.random.default_rng(2)
+    X, y = rng.standard_normal((20, 3)), rng.standard_normal(20)
+    with pytest.raises(ValueError, match="rate of lambda_prior on data at scale .* divide X by a constant"):
+        BayesianLassoRegressor(num_samples=10, num_warmup=5).fit((X * 1e20).astype(np.float32), y.astype(np.float32))
