@@ -57,3 +57,17 @@ def check_representable(name: str, unit_value, s: float, dtype, fix: str | None 
         fix = fix or f"give {name} in proportion to the data's scale"
         raise ValueError(f"{name} on data at scale {s:.3g} is {extreme:.3g} in that scale's units, beyond the range "
                          f"of {dtype.name}; {fix}, or fit in float64 (jax_enable_x64).")
+
+
+def check_products_in_range(name: str, X, dtype, fix: str) -> float:
+    """For models whose priors set a scale (so the data are not rescaled inside): refuse data
+    whose scale s puts sums of products of two entries (X'X, X w) beyond ``dtype``'s range,
+    s^2 below tiny / eps (they would lose all precision) or s^2 times the number of entries
+    above max / 16 (they would overflow), with the scale and ``fix``. Returns s."""
+    _, s = unit_scale(np.asarray(X))
+    dtype = jax.dtypes.canonicalize_dtype(dtype)
+    info, square = np.finfo(dtype), s * s
+    if not float(info.tiny) / float(info.eps) <= square <= float(info.max) / 16 / max(np.size(X), 1):
+        raise ValueError(f"{name} is at scale {s:.3g}, where the products of its entries ({square:.3g}) leave what "
+                         f"{dtype.name} holds; {fix}, or fit in float64 (jax_enable_x64).")
+    return s

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +12,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
+from bayeskit.core.scaling import check_products_in_range
 from bayeskit.estimators._common import _best_restart, _key
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
@@ -33,6 +36,7 @@ class _MultilabelMixin(ClassifierMixin):
         is multilabel in {0, 1}, with -1 for an unobserved entry.
         """
         X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=False)
+        _check_scale(X, X.dtype, warn=True)
         Y = np.asarray(Y)
         if Y.ndim == 1:
             kind = type_of_target(Y)
@@ -54,6 +58,7 @@ class _MultilabelMixin(ClassifierMixin):
     def _check_X(self, X):
         check_is_fitted(self, "state_")
         X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        _check_scale(X, self.dtype_, warn=False)
         return X.astype(self.dtype_, copy=False)
 
     def _finish_fit(self, Y, result, n_restarts):
@@ -85,6 +90,17 @@ class _MultilabelMixin(ClassifierMixin):
         if self._one_d:
             return float(np.average(pred == y, weights=sample_weight))
         return 1.0 - float(hamming_loss(y, pred))
+
+
+def _check_scale(X, dtype, *, warn: bool) -> None:
+    """The Gamma priors on the weights' precisions set a scale near 1, so X is not rescaled
+    inside: data beyond float32's range for X'X are refused, and data far from unit scale
+    (beyond 2^+-20, where the priors outweigh the data) are fitted with a warning."""
+    fix = "standardise X (e.g. scikit-learn's StandardScaler): the priors on the weights set a scale near 1"
+    s = check_products_in_range("X", X, dtype, fix)
+    if warn and not 2.0**-20 <= s <= 2.0**20:
+        warnings.warn(f"X is at scale {s:.3g}; the priors on the weights set a scale near 1 and outweigh data this far "
+                      f"from it: {fix}.", RuntimeWarning, stacklevel=3)
 
 
 class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayeskit.core.scaling import out_of_range, unit_scale
+from bayeskit.core.scaling import check_products_in_range, check_representable, out_of_range, unit_scale
 
 
 def test_scale_is_the_median_absolute_deviation_as_a_power_of_two_on_host_and_in_jax():
@@ -36,3 +36,28 @@ def test_a_result_beyond_range_is_refused_with_the_scale():
         beyond = np.array([1e300]) * 1e300
     with pytest.raises(ValueError, match="covariance of data at scale 1e\\+300 would lie beyond the range of float64"):
         out_of_range(beyond, 1e300, np.float64, "the covariance")
+
+
+def test_an_input_beyond_the_dtype_on_the_unit_scale_is_refused_and_zero_passes():
+    check_representable("alpha", np.float64(1e-30), 1e10, np.float32)
+    check_representable("alpha", 0.0, 1e30, np.float32)  # zero stays zero
+    check_representable("alpha", 1e-300, 1e30, np.float64)
+    with pytest.raises(ValueError, match=r"alpha on data at scale 1e\+20 is 1e-41 .* float32; give alpha in proportion"):
+        check_representable("alpha", 1e-41, 1e20, np.float32)
+    with pytest.raises(ValueError, match=r"Sigma .* is 1e\+39 .* float32; divide it, or fit in float64"):
+        check_representable("Sigma", np.array([[1.0, 0.0], [0.0, 1e39]]), 1e-20, np.float32, "divide it")
+
+
+@pytest.mark.parametrize("scale, dtype, refused", [(1.0, np.float32, False), (1e15, np.float32, False), (1e-15, np.float32, False),
+                                                   (1e18, np.float32, True), (1e-17, np.float32, True), (1e-300, np.float64, True),
+                                                   (1e20, np.float64, False), (1e160, np.float64, True)])
+def test_products_of_the_entries_must_stay_within_the_dtype(scale, dtype, refused):
+    """Sums of products of data at scale s span s^2 ... n p s^2: refused below tiny / eps or above
+    max / 16 / (n p)."""
+    X = np.random.default_rng(0).normal(size=(20, 4)) * scale
+    if refused:
+        with pytest.raises(ValueError, match=f"X is at scale .* leave what {np.dtype(dtype).name} holds; standardise"):
+            check_products_in_range("X", X, dtype, "standardise")
+    else:
+        s = check_products_in_range("X", X, dtype, "standardise")
+        assert scale / 4 < s < scale * 4

@@ -378,3 +378,29 @@ def test_save_and_load_roundtrip(small, tmp_path):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
     assert loaded.status == result.status
     np.testing.assert_array_equal(bsml.predict_proba(loaded.state, X, hp2), bsml.predict_proba(result.state, X, hp))
+
+
+@pytest.mark.parametrize("cls", ["BSMLClassifier", "ProbitClassifier"])
+def test_estimators_refuse_data_beyond_float32_and_warn_far_from_unit_scale(small, emotions, cls):
+    """The priors set a scale near 1, so X is not rescaled: X'X of data at 1e20 (1e40) or
+    1e-20 (1e-40) is beyond float32 and refused, at fit and at predict, before compiling; data
+    at 1e8 fit with a warning; the bundled raw Emotions features (scale 1/16) fit silently."""
+    import warnings
+
+    from bayeskit import estimators
+
+    make = lambda: getattr(estimators, cls)(max_iter=5, tol=0)
+    X, Y = small
+    X32 = X.astype(np.float32)
+    for a in (1e20, 1e-20):
+        with pytest.raises(ValueError, match=r"X is at scale .* leave what float32 holds; standardise X"):
+            make().fit(X32 * np.float32(a), Y)
+    fitted = make().fit(X32, Y)
+    with pytest.raises(ValueError, match="X is at scale"):
+        fitted.predict_proba(X32 * np.float32(1e20))
+    with pytest.warns(RuntimeWarning, match=r"X is at scale .*e\+07; the priors on the weights"):
+        make().fit(X32 * np.float32(1e8), Y)
+    X_train, Y_train, _, _ = emotions
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        make().fit(X_train.astype(np.float32), Y_train)
