@@ -28,10 +28,23 @@ def unit_scale(X):
     xp = np if isinstance(X, np.ndarray) else jnp
     deviations = xp.abs(X - xp.median(X, axis=0))
     spread, largest = xp.median(deviations), xp.max(deviations)
-    s = xp.where(spread > 0, spread, xp.where(largest > 0, largest, 1.0))
-    s = xp.where(xp.isfinite(s), s, 1.0)
-    s = xp.ldexp(xp.ones_like(s), xp.round(xp.log2(s)).astype(np.int32))  # exactly a power of two
+    s = power_of_two(xp.where(spread > 0, spread, largest))
     return (X / s, float(s)) if xp is np else (X / s.astype(X.dtype), s.astype(X.dtype))
+
+
+def column_scales(X):
+    """Per column, the power of two nearest its largest deviation from its median (1 for a
+    constant column): dividing by it puts every column within [-2, 2] of its median, so
+    that its variance can neither overflow nor underflow. NumPy or JAX, like X."""
+    xp = np if isinstance(X, np.ndarray) else jnp
+    return power_of_two(xp.max(xp.abs(X - xp.median(X, axis=0)), axis=0)).astype(X.dtype)
+
+
+def power_of_two(s):
+    """The power of two nearest each positive finite entry of s, exactly; 1 elsewhere."""
+    xp = np if isinstance(s, (np.ndarray, np.generic, float)) else jnp
+    s = xp.where((s > 0) & xp.isfinite(s), s, 1.0)
+    return xp.ldexp(xp.ones_like(s), xp.round(xp.log2(s)).astype(np.int32))
 
 
 def out_of_range(result, s: float, dtype, what: str) -> None:

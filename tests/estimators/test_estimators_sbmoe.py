@@ -69,3 +69,18 @@ def test_bad_score_samples_input(fitted):
     X, Y, model = fitted
     with pytest.raises(ValueError, match="shape"):
         model.score_samples(X[:3], Y[:2])
+
+
+@pytest.mark.parametrize("a, c", [(1e-20, 1e20), (1e20, 1e-20), (2.0**-40, 2.0**40)])
+def test_equivariant_far_from_unit_scale_in_float32(a, c):
+    """The fit standardises X and Y inside, so (a X, c y) predicts c times what (X, y) does and
+    its log-densities are lower by log c; in float32, where the variance of a column at 1e20
+    (1e40) overflows and at 1e-20 (1e-40) underflows to a 'constant' column."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(60, 2)).astype(np.float32)
+    y = (np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=60)).astype(np.float32)
+    ref = SBMoERegressor(**SMALL).fit(X, y)
+    Xa, yc = X * np.float32(a), y * np.float32(c)
+    got = SBMoERegressor(**SMALL).fit(Xa, yc)
+    np.testing.assert_allclose(got.predict(Xa) / c, ref.predict(X), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got.score_samples(Xa, yc) + np.log(c), ref.score_samples(X, y), rtol=1e-4, atol=1e-3)

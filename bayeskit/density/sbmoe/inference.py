@@ -33,6 +33,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from bayeskit.core import loop as _loop
 from bayeskit.core import validation
+from bayeskit.core.scaling import column_scales
 from bayeskit.core.status import FitResult
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
@@ -100,6 +101,7 @@ def agglomerative_labels(Y: np.ndarray, n_clusters: int) -> np.ndarray:
     from scipy.cluster.hierarchy import cut_tree, ward
 
     Y = np.asarray(Y, np.float64)
+    Y = Y / column_scales(Y)  # the variance of outputs at 1e300 would overflow
     sd = Y.std(axis=0)
     Ys = (Y - Y.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     if n_clusters >= len(Ys):

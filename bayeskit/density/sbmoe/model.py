@@ -22,6 +22,8 @@ import jax.numpy as jnp
 from jax.scipy.special import digamma, multigammaln
 from jaxtyping import Array, Float
 
+from bayeskit.core.scaling import column_scales
+
 LP_SENSES = ("min", "max", "softmax")
 SCHEDULES = ("resolve", "literal")
 GATES = ("stochastic", "projection")
@@ -160,10 +162,15 @@ class Data(eqx.Module):
 
 
 def _standardise(Z: Array) -> tuple[Array, Array, Array]:
+    """Columns to zero mean and unit variance, each first divided by a power of two near its
+    largest deviation (:func:`bayeskit.core.scaling.column_scales`): the variance of a
+    column at 1e20 (1e40) or 1e-20 would otherwise leave float32."""
+    power = column_scales(Z)
+    Z = Z / power
     shift = jnp.mean(Z, axis=0)
     sd = jnp.std(Z, axis=0)
     scale = jnp.where(sd > 0, sd, 1.0)
-    return (Z - shift) / scale, shift, scale
+    return (Z - shift) / scale, shift * power, scale * power
 
 
 def prepare(X: Array, Y: Array) -> Data:
