@@ -11,7 +11,9 @@ carry), so they are never driven into NaN by the others' iterations.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextvars import ContextVar
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +24,27 @@ from bayeskit.core import progress as _progress
 from bayeskit.core.status import FitResult, Status, is_failure
 
 _RUNNING = -1
+_BATCHED: ContextVar[str | None] = ContextVar("bayeskit_batched", default=None)
+
+
+@contextlib.contextmanager
+def batched(where: str):
+    """While the elements of a batched program (``where``, e.g. ``bayeskit.core.sweep``) are
+    traced, a fit asked to raise on failure refuses (:func:`check_throw`)."""
+    token = _BATCHED.set(where)
+    try:
+        yield
+    finally:
+        _BATCHED.reset(token)
+
+
+def check_throw(throw) -> None:
+    """Refuse ``throw=True`` while tracing inside :func:`batched`: one element's failure
+    cannot raise inside a batched program (it surfaced as an XLA callback error)."""
+    where = _BATCHED.get()
+    if throw and where is not None:
+        raise ValueError(f"throw=True inside {where}: one element's failure cannot raise inside a batched program; "
+                         "pass throw=False and read each element's status (result.status).")
 
 
 def as_arrays(tree: PyTree, dtype) -> PyTree:
@@ -99,6 +122,7 @@ def run(
     """
     if max_iter < 1:
         raise ValueError(f"max_iter must be at least 1, got {max_iter}.")
+    check_throw(throw)
     show = _progress.enabled(progress)
     token = _progress.new_token() if show else None
     dtype = jax.eval_shape(objective, state).dtype

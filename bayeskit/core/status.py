@@ -6,7 +6,11 @@ with ``throw=True``, raises a readable error when the status is a failure.
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int, PyTree
 
@@ -81,3 +85,30 @@ def solved(state: PyTree, objective, ok=None) -> FitResult:
 def all_finite(*arrays) -> Array:
     """True when every entry of every array is finite."""
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(a)) for a in arrays]))
+
+
+def readable_failure(fit):
+    """Decorate a public fit that takes ``throw``: called with concrete data and
+    ``throw=True``, it waits for the result and re-raises a failure as a ``RuntimeError``
+    that names the fit and gives the :class:`Status` sentence alone (equinox's error wraps
+    it in a dump of the compiled program's stack). Under the caller's ``jit`` or ``vmap``
+    (traced arguments) the fit is called as it is."""
+    signature = inspect.signature(fit)
+    default = signature.parameters["throw"].default
+    name = f"{fit.__module__.removeprefix('bayeskit.')}.{fit.__name__}"
+
+    @functools.wraps(fit)
+    def wrapper(*args, **kwargs):
+        throw = kwargs.get("throw", default)
+        if not throw or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
+            return fit(*args, **kwargs)
+        try:
+            return jax.block_until_ready(fit(*args, **kwargs))
+        except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
+            sentence = next((Status[item] for item in (Status.nonfinite, Status.not_positive_definite)
+                             if Status[item] in str(error)), None)
+            if sentence is None:
+                raise
+            raise RuntimeError(f"{name} failed: {sentence}") from None
+
+    return wrapper

@@ -39,6 +39,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import PyTree
 
+from bayeskit.core import loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.status import Status
 
@@ -112,6 +113,9 @@ def sweep(
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
     datasets = tuple(datasets)
+    if not isinstance(in_axes, tuple) or len(in_axes) != 2:
+        raise ValueError("in_axes must be a pair (axis of the datasets, axis of the hyperparameters), each 0 (batched) or "
+                         f"None, the first possibly a tuple with one entry per data argument; got {in_axes!r}.")
     data_axes, hp_axis = in_axes
     if not isinstance(data_axes, tuple):
         data_axes = (data_axes,) * len(datasets)
@@ -207,7 +211,8 @@ def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size):
 
     def call(*args):
         key, *data, hp = _wrap_keys(args)
-        out = fit_fn(*([key] if has_keys else []), *data, *([hp] if has_hparams else []))
+        with loop.batched("bayeskit.core.sweep"):
+            out = fit_fn(*([key] if has_keys else []), *data, *([hp] if has_hparams else []))
         return _unwrap_keys(out)
 
     def per_device(*args):

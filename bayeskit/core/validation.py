@@ -18,12 +18,20 @@ def _where_nonfinite(a: np.ndarray) -> str:
     return f"{len(bad)} non-finite value(s) at index {shown}{more}"
 
 
+def is_sparse(X) -> bool:
+    """A scipy sparse matrix or array (told by its type's module: scipy is not imported)."""
+    return type(X).__module__.startswith("scipy.sparse")
+
+
 def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
     """A finite 2-D floating array with at least ``min_rows`` rows and ``min_cols`` columns.
 
     Integer and boolean input is converted to the default float dtype; floating input
     keeps its dtype. The caller's array is never modified (a view or copy is returned).
+    A scipy sparse matrix is refused with a ``TypeError`` (as scikit-learn does).
     """
+    if is_sparse(X):
+        raise TypeError(f"{name} is a scipy sparse matrix, but a dense array is required; use {name}.toarray().")
     a = np.asarray(X)
     if a.dtype == object or np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
         raise ValueError(f"{name} must be a real numeric array, got dtype {a.dtype}.")
@@ -42,8 +50,9 @@ def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) ->
 
 
 def check_labels(Y, n_samples: int, name: str = "Y", *, allow_missing: bool = False) -> np.ndarray:
-    """A 2-D label matrix with values in {0, 1} (and -1 for missing when allowed), as int8."""
-    a = np.asarray(Y)
+    """A 2-D label matrix with values in {0, 1} (and -1 for missing when allowed), as int8.
+    A scipy sparse label matrix (scikit-learn's MultiLabelBinarizer makes them) is densified."""
+    a = Y.toarray() if is_sparse(Y) else np.asarray(Y)
     if a.ndim == 1:
         a = a[:, None]
     if a.ndim != 2:

@@ -50,7 +50,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import is_concrete
 from bayeskit.core.xla import host_blas
 
@@ -252,6 +252,7 @@ def update(state: State, S, hparams: Hyperparams) -> State:
     return jax.tree.map(lambda a, b: jnp.where(accept, a, b), moved, kept)
 
 
+@readable_failure
 def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: int = 100, tol: float = 1e-4,
         progress: bool | None = None, throw: bool = True) -> FitResult:
     """Solve (1) for one covariance ``S``; ``result.state.precision`` is Theta and
@@ -259,6 +260,7 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     residual is at most ``tol * mean(diag S)``. ``init_state`` warm-starts (see
     :func:`state_from_precision`). Vmappable over ``S`` and ``hparams.alpha``."""
     loop.check_tol(tol)
+    loop.check_throw(throw)
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)

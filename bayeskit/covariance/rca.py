@@ -62,7 +62,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import loop
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
-from bayeskit.core.status import FitResult, all_finite, solved
+from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
 from bayeskit.core.validation import is_concrete
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso
@@ -232,6 +232,7 @@ def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
     return EMState(W, sparse, b, jnp.maximum(state.max_decrease, drop), state.t + 1)
 
 
+@readable_failure
 def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter: int = 1000, tol: float = 1e-7,
            glasso_tol: float = 1e-6, glasso_max_iter: int = 3, progress: bool | None = None,
            throw: bool = True) -> FitResult:
@@ -240,6 +241,7 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
     to the graphical lasso's tolerance; see ``state.max_decrease``). Jittable; vmappable
     over ``C`` and the hyperparameters' arrays."""
     loop.check_tol(tol)
+    loop.check_throw(throw)
     if is_concrete(C, hp.alpha, hp.noise_variance):
         check_covariance(C, "C", definite=False)
         glasso.check_alpha(hp.alpha)

@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.status import FitResult, Status
+from bayeskit.core.status import FitResult, Status, readable_failure
 from bayeskit.core.validation import check_int_in
 from bayeskit.core.xla import host_blas
 
@@ -140,12 +140,14 @@ def update(state: State, Sigma, hparams: Hyperparams) -> State:
     return State(X)
 
 
+@readable_failure
 def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, init_state: State | None = None,
         throw: bool = False) -> FitResult:
     """BCA on (3) for the covariance ``Sigma`` (n, n); ``result.state.X`` is X and
     ``result.trace`` F after each sweep (non-decreasing). Jitted once per shape and
     ``max_iter``: new penalties and data compile nothing; vmappable over both."""
     loop.check_tol(tol)
+    loop.check_throw(throw)
     Sigma = jnp.asarray(Sigma)
     return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)

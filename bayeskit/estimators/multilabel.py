@@ -37,7 +37,7 @@ class _MultilabelMixin(ClassifierMixin):
         """
         X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=False)
         _check_scale(X, X.dtype, warn=True)
-        Y = np.asarray(Y)
+        Y = Y.toarray() if validation.is_sparse(Y) else np.asarray(Y)  # e.g. from MultiLabelBinarizer(sparse_output=True)
         if Y.ndim == 1:
             kind = type_of_target(Y)
             if kind not in ("binary", "multiclass"):

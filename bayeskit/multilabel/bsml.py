@@ -43,7 +43,7 @@ from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import cholesky, shared_plus_diagonal
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
 
 PRIORS = ("entrywise", "ard")
@@ -351,6 +351,7 @@ def check_inputs(X, Y, hparams: Hyperparams):
 
 
 
+@readable_failure
 def fit(
     key: PRNGKeyArray,
     X: Float[Array, "n d"],
@@ -404,6 +405,7 @@ def fit(
     (3, 2)
     """
     _loop.check_tol(tol)
+    _loop.check_throw(throw)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
     hparams = _loop.as_arrays(hparams, jnp.asarray(X).dtype)

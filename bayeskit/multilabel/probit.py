@@ -40,7 +40,7 @@ from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.special import log_ndtr, lower_tail
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 
 
 class Hyperparams(eqx.Module):
@@ -299,6 +299,7 @@ def objective(cs: State, data: Data, hparams: Hyperparams, semisupervised: bool 
     return classifier_elbo(cs, data.X, data.gram, None, data.Y, hparams, semisupervised)
 
 
+@readable_failure
 def fit(
     key: PRNGKeyArray,
     X: Float[Array, "n d"],
@@ -333,6 +334,7 @@ def fit(
     True
     """
     _loop.check_tol(tol)
+    _loop.check_throw(throw)
     hparams = Hyperparams() if hparams is None else hparams
     if not any(isinstance(v, jax.core.Tracer) for v in (X, Y)):
         X = validation.check_matrix(X, "X")

@@ -41,8 +41,8 @@ from jaxtyping import Array, Bool, Float, Int
 
 from bayeskit.core import validation
 from bayeskit.core.linalg import cholesky, fix_signs, generalized_eigh
-from bayeskit.core.loop import run
-from bayeskit.core.status import FitResult
+from bayeskit.core.loop import check_throw, run
+from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel.projections import (
     Projection,
     _check_n_components,
@@ -168,6 +168,7 @@ def _fit(X, Y, observed, n_components, k, beta, reg, max_iter, tol, progress, th
     return FitResult(State(Projection(mean, s.P), s.F, labels, s.W, s.neighbors), res.trace, res.n_iter, res.status)
 
 
+@readable_failure
 def fit(
     X: Float[Array, "n d"],
     Y: Array,
@@ -270,6 +271,7 @@ def fit(
     label_weight = _check_scalar(label_weight, "label_weight", 0.0)
     reg = _check_scalar(reg, "reg", 0.0, low_open=True)
     tol = _check_scalar(tol, "tol", 0.0)
+    check_throw(throw)
     observed = Y >= 0
     if validation.is_concrete(observed):
         empty = np.flatnonzero(~np.asarray(observed).any(axis=0))

@@ -77,10 +77,10 @@ def check_relations(Y, mask=None, symmetric: bool = False):
     if mask is None:
         mask = np.broadcast_to(~np.eye(Y.shape[1], dtype=bool), Y.shape)
     mask = _as_mask(mask)
-    if mask.ndim == 2:
+    if mask.ndim == 2 and mask.shape == Y.shape[1:]:
         mask = np.broadcast_to(mask, Y.shape)
     if mask.shape != Y.shape:
-        raise ValueError(f"mask has shape {mask.shape}, Y has shape {Y.shape}.")
+        raise ValueError(f"mask must have Y's shape {Y.shape} (or {Y.shape[1:]}, for every relation); got {mask.shape}.")
     if not mask.any():
         raise ValueError("mask marks no observed cell.")
     bad = mask & ~np.isin(Y, (0, 1))

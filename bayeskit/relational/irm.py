@@ -198,8 +198,12 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     import warnings
 
     hparams = hparams or Hyperparams()
-    if hparams.c_max < 1 or not float(hparams.gamma) > 0 or not float(hparams.beta) > 0:
-        raise ValueError("c_max must be at least 1 and gamma, beta positive.")
+    if isinstance(hparams.c_max, bool) or not isinstance(hparams.c_max, (int, np.integer)) or hparams.c_max < 1:
+        raise ValueError(f"c_max must be an integer >= 1; got {hparams.c_max!r}.")
+    for name in ("gamma", "beta"):
+        value = getattr(hparams, name)
+        if not np.isfinite(float(value)) or not float(value) > 0:
+            raise ValueError(f"{name} must be a positive finite number; got {value!r}.")
     Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric)
     if separate_relations:

@@ -35,7 +35,7 @@ from jax.scipy.special import digamma, gammaln, polygamma
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core import loop as _loop
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.relational.data import Data, as_data, check_relations
 
 
@@ -180,6 +180,7 @@ def check_hparams(hparams: Hyperparams):
         raise ValueError(f"block_prior must be two numbers >= 1 (a MAP estimate of B needs them); got {hparams.block_prior}.")
 
 
+@readable_failure
 def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, max_iter: int = 500, tol: float = 1e-6,
         progress: bool | None = None, throw: bool = True) -> FitResult:
     """Fit the MMSB to Y (R, N, N) or (N, N) by variational EM.
@@ -191,6 +192,7 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     whose trace is the bound after every sweep.
     """
     _loop.check_tol(tol)
+    _loop.check_throw(throw)
     hparams = hparams or Hyperparams()
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
         check_hparams(hparams)

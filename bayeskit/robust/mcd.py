@@ -296,11 +296,15 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
     Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`MCD`
     and whose objective is the criterion log det S_H of the best subset (-inf in an exact
     fit, which is a valid outcome: the status is nonfinite only when the estimates are)."""
-    n, p = np.shape(X)
-    h = default_h(n, p) if h is None else h
     if is_concrete(X):
         X = check_matrix(X, min_rows=2)
-        check_int_in("h", h, min(default_h(n, p), n), n)
+    n, p = np.shape(X)
+    if n <= p:
+        raise ValueError(f"the MCD needs more samples than variables; X is {n} x {p}, and every covariance of p "
+                         f"variables from at most n points is singular. For n <= p use ROBPCA.")
+    h = default_h(n, p) if h is None else h
+    if is_concrete(X):
+        check_int_in("h", h, default_h(n, p), n)
         check_int_in("n_starts", n_starts, 1)
     X = jnp.asarray(X)
     return _fit(key, X, jnp.asarray(h, jnp.int32), n_starts, n_best, max_steps, initial)

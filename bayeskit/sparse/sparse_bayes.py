@@ -65,7 +65,7 @@ from jaxtyping import Array, Bool, Float, Int
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist, spd_inverse_loop
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 
 PRIORS = ("rvm", "flap", "flap_sigma", "bls")
 KERNELS = ("rbf", "poly", "linear")
@@ -206,7 +206,10 @@ def as_data(Phi, y, *, gram: bool = True) -> Data:
     """Normalise the basis columns and cache Phi' y, and the unit-column Gram matrix when
     M is at most ``GRAM_MAX`` and ``gram`` (reading a fit, :func:`weights` needs only
     ``scale``: ``gram=False`` skips the M x M product)."""
-    Phi, y = jnp.asarray(Phi), jnp.asarray(y, jnp.asarray(Phi).dtype)
+    Phi = jnp.asarray(Phi)
+    if not jnp.issubdtype(Phi.dtype, jnp.floating):  # an integer or boolean basis is valid input
+        Phi = Phi.astype(jnp.result_type(float))
+    y = jnp.asarray(y, Phi.dtype)
     norm = jnp.sqrt(jnp.sum(Phi * Phi, axis=0))
     alive = norm > jnp.finfo(Phi.dtype).tiny ** 0.5
     scale = jnp.where(alive, norm, 1.0)
@@ -507,8 +510,11 @@ def check_hparams(hparams: Hyperparams):
 
 
 def check_problem(Phi, y):
-    """Refuse non-finite values, mismatched lengths and fewer than two samples."""
+    """Refuse non-numeric or non-finite values, mismatched lengths and fewer than two samples."""
     Phi, y = np.asarray(Phi), np.asarray(y)
+    for name, a in (("Phi", Phi), ("y", y)):
+        if a.dtype == object or np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+            raise ValueError(f"{name} must be a real numeric array; got dtype {a.dtype}.")
     if Phi.ndim != 2 or y.ndim != 1:
         raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {Phi.shape} and {y.shape}.")
     if Phi.shape[0] != y.shape[0]:
@@ -521,6 +527,7 @@ def check_problem(Phi, y):
             raise ValueError(f"{name} has {int(bad.sum())} non-finite values (first at {tuple(int(i) for i in np.argwhere(bad)[0])}).")
 
 
+@readable_failure
 def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, progress: bool | None = None,
         throw: bool = True) -> FitResult:
     """Maximise the evidence over the basis set, the variances, the noise and lambda.
@@ -531,6 +538,7 @@ def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, prog
     :func:`weights`, :func:`relevance` and :func:`predict`) and whose trace is L.
     """
     hparams = hparams or Hyperparams()
+    _loop.check_throw(throw)
     if not any(isinstance(v, jax.core.Tracer) for v in (Phi, y)):
         check_hparams(hparams)
         check_problem(Phi, y)

@@ -258,3 +258,29 @@ def test_a_nan_in_the_state_is_nonfinite_even_when_the_objective_is_finite():
     assert int(result.state["t"]) == 2 and np.all(np.asarray(result.state["w"]) == 2.0)
     inf_ok = run(lambda s: s + jnp.array([0.0, jnp.inf]), lambda s: s[0], jnp.zeros(2), max_iter=3, tol=0.0, throw=False)
     assert Status[inf_ok.status] == Status[Status.max_iter_reached]  # inf in a state can be meaningful
+
+
+def test_a_public_fit_raises_the_status_sentence_alone():
+    """With throw=True a decorated fit waits for its result and re-raises a failure as a
+    RuntimeError naming the fit, without equinox's stack dump; throw=False and calls under
+    the caller's jit are untouched."""
+    public = status.readable_failure(fit)
+    with pytest.raises(RuntimeError) as caught:
+        public(init(0.0, nan_at=3), throw=True)
+    message = str(caught.value)
+    assert message.endswith(f"test_loop.fit failed: {Status[Status.nonfinite]}")
+    assert type(caught.value) is RuntimeError and "EquinoxRuntimeError" not in message and "JIT" not in message
+    with pytest.raises(RuntimeError, match="not positive definite even after adding jitter"):
+        public(init(0.0, bad_at=2), use_failed=True)  # throw defaults to True
+    assert _status_name(public(init(0.0, nan_at=3), throw=False).status) == "nonfinite"
+    assert _status_name(jax.jit(lambda s: public(s, throw=False))(init(0.0)).status) == "successful"
+
+
+def test_throw_inside_a_sweep_is_refused_before_compiling():
+    import bayeskit
+
+    states = jax.vmap(lambda x: init(x))(jnp.arange(3.0))
+    with pytest.raises(ValueError, match="throw=True inside bayeskit.core.sweep.*pass throw=False"):
+        bayeskit.sweep(lambda s: run(update, objective, s, max_iter=5, tol=0.0, throw=True), None, (states,))
+    swept = bayeskit.sweep(lambda s: run(update, objective, s, max_iter=5, tol=0.0, throw=False), None, (states,))
+    assert _status_names(swept.status) == ["max_iter_reached"] * 3

@@ -82,6 +82,11 @@ def test_bad_input():
         bayeskit.sweep(lambda v: v, None, (x,), chunk_size=0)
     with pytest.raises(ValueError, match="in_axes"):
         bayeskit.sweep(lambda v: v, None, (x,), in_axes=(1, 0))
+    with pytest.raises(ValueError, match=r"in_axes must be a pair .*; got 0\."):
+        bayeskit.sweep(lambda v: v, None, (x,), in_axes=0)
+    S, alphas = glasso_problem()
+    with pytest.raises(ValueError, match="throw=True inside bayeskit.core.sweep"):
+        bayeskit.sweep(lambda S, a: glasso.fit(S, glasso.Hyperparams(a)), None, (S,), alphas, in_axes=(None, 0))
 
 
 def _free_port() -> int:

@@ -248,3 +248,13 @@ def test_choice():
         check_choice("solver", "VB", ("vb", "gibbs"))
     with pytest.raises(ValueError, match="got None"):
         check_choice("solver", None, ("vb",))
+
+
+def test_sparse_matrices_are_refused_by_name_and_sparse_labels_densified():
+    from scipy import sparse
+
+    X = sparse.csr_matrix(np.eye(3))
+    with pytest.raises(TypeError, match=r"X is a scipy sparse matrix, but a dense array is required; use X.toarray\(\)"):
+        check_matrix(X)
+    Y = sparse.csr_array(np.array([[1, 0], [0, 1], [1, 1]]))
+    np.testing.assert_array_equal(check_labels(Y, 3), Y.toarray())

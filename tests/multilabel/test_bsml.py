@@ -404,3 +404,14 @@ def test_estimators_refuse_data_beyond_float32_and_warn_far_from_unit_scale(smal
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         make().fit(X_train.astype(np.float32), Y_train)
+
+
+def test_estimator_takes_a_sparse_label_matrix_as_its_dense_values(small):
+    from scipy import sparse
+
+    from bayeskit.estimators import BSMLClassifier
+
+    X, Y = small
+    dense = BSMLClassifier(max_iter=3, tol=0, random_state=0).fit(X, Y)
+    from_sparse = BSMLClassifier(max_iter=3, tol=0, random_state=0).fit(X, sparse.csr_matrix(Y))
+    np.testing.assert_array_equal(from_sparse.predict_proba(X), dense.predict_proba(X))

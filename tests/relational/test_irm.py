@@ -61,3 +61,12 @@ def test_separate_relations_equal_one_relation_runs(planted_blocks):
     np.testing.assert_array_equal(sep["z"][1, 0], one["z"][1])  # relation 1's chain is chain 1
     np.testing.assert_allclose(irm.predict_proba(sep, Y, train, hp)[1],
                                irm.predict_proba({"z": one["z"][1:]}, Y[1:], train[1:], hp)[0])
+
+
+@pytest.mark.parametrize("change, match", [({"beta": np.inf}, "beta must be a positive finite number"),
+                                           ({"gamma": np.nan}, "gamma must be a positive finite number"),
+                                           ({"c_max": 2.5}, "c_max must be an integer")])
+def test_hyperparameters_without_a_proper_prior_are_refused(change, match):
+    Y = (np.random.default_rng(0).random((6, 6)) < 0.3).astype(float)
+    with pytest.raises(ValueError, match=match):
+        irm.sample_posterior(jax.random.key(0), Y, None, irm.Hyperparams(**{"c_max": 3, **change}), num_warmup=1, num_samples=1)

@@ -181,7 +181,7 @@ def test_with_one_observed_cell_the_features_follow_the_prior():
 @pytest.mark.parametrize("Y,mask,hp,match", [
     (np.full((4, 4), 2), None, lfrm.Hyperparams(), "0 or 1"),
     (np.zeros((4, 5)), None, lfrm.Hyperparams(), r"\(N, N\)"),
-    (np.zeros((2, 4, 4)), np.ones((3, 4, 4), bool), lfrm.Hyperparams(), "mask has shape"),
+    (np.zeros((2, 4, 4)), np.ones((3, 4, 4), bool), lfrm.Hyperparams(), "mask must have Y.s shape"),
     (np.zeros((4, 4)), np.zeros((4, 4), bool), lfrm.Hyperparams(), "no observed"),
     (np.zeros((4, 4)), None, lfrm.Hyperparams(k_max=0), "k_max"),
     (np.zeros((4, 4)), None, lfrm.Hyperparams(alpha_prior=(-1.0, 1.0)), "alpha_prior"),

@@ -155,6 +155,7 @@ def test_estimator_attributes_and_distances():
     (dict(X=np.ones((1, 2))), "at least 2"),
     (dict(support_fraction=0.3), "support_fraction"),
     (dict(support_fraction=1.5), "support_fraction"),
+    (dict(X=np.random.default_rng(0).normal(size=(3, 5))), "more samples than variables; X is 3 x 5"),
 ])
 def test_bad_input(bad, match):
     X = bad.pop("X", np.random.default_rng(0).normal(size=(20, 2)))

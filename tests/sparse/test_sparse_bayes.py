@@ -173,6 +173,18 @@ def test_bad_input_is_refused():
         sb.fit(Phi, y, sb.Hyperparams(prior="ard"))
     with pytest.raises(ValueError, match="kernel"):
         sb.design(X, kernel="laplace")
+    with pytest.raises(ValueError, match="Phi must be a real numeric array; got dtype <U"):
+        sb.fit(np.asarray(Phi).astype(str), y)
+    with pytest.raises(ValueError, match="y must be a real numeric array; got dtype complex"):
+        sb.fit(Phi, y + 0j)
+
+
+def test_an_integer_basis_fits_as_its_float_values():
+    X, y = _sinc(20)
+    counts = np.random.default_rng(2).integers(0, 4, size=(20, 6))
+    as_int, as_float = sb.fit(counts, y), sb.fit(counts.astype(float), y)
+    np.testing.assert_array_equal(np.asarray(as_int.state.gamma), np.asarray(as_float.state.gamma))
+    assert int(as_int.n_iter) == int(as_float.n_iter)
 
 
 @pytest.mark.parametrize("prior", ["rvm", "flap_sigma", "bls"])

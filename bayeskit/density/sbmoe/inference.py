@@ -34,7 +34,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import loop as _loop
 from bayeskit.core import validation
 from bayeskit.core.scaling import column_scales
-from bayeskit.core.status import FitResult
+from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
 from bayeskit.density.sbmoe.model import (
@@ -289,6 +289,7 @@ def check_inputs(X, Y, hparams: Hyperparams) -> tuple[np.ndarray, np.ndarray]:
 
 
 
+@readable_failure
 def fit(
     key: PRNGKeyArray,
     X: Float[Array, "n dx"],
@@ -347,6 +348,7 @@ def fit(
     (4, 1)
     """
     _loop.check_tol(tol)
+    _loop.check_throw(throw)
     concrete = validation.is_concrete(X, Y)
     if concrete:
         X, Y = check_inputs(X, Y, hparams)
