@@ -39,6 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
+from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
 from bayeskit.core.validation import check_int_in
 from bayeskit.core.xla import host_blas
@@ -185,6 +186,18 @@ def feature_variances(X) -> np.ndarray:
         X = np.asarray(X)
         mean, square = X.mean(0), (X**2).mean(0)
     return np.maximum(square - mean**2, 0.0)
+
+
+def data_scale(X) -> float:
+    """s = sqrt(mean feature variance) of a dense array or a scipy.sparse matrix (1 when every
+    feature is constant), computed after dividing by a power of two near max |X| so that
+    the squares of data at 1e300 cannot overflow. X / s has unit mean variance whatever
+    X's scale or offset, so the components of X / s do not depend on them (the barrier
+    weight beta and the tolerances are absolute)."""
+    largest = float(abs(X).max()) if hasattr(X, "multiply") else float(np.max(np.abs(X)))
+    power = float(power_of_two(np.asarray(largest)))
+    variance = float(np.mean(feature_variances(X / power)))
+    return power * np.sqrt(variance) if variance > 0 else power
 
 
 class Moments:

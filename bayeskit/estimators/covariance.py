@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
-from bayeskit.core.scaling import check_representable, unit_scale
+from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish
@@ -346,6 +346,11 @@ class SparsePCA(TransformerMixin, BaseEstimator):
     explained_variance_ : (n_components,) v' Sigma_k v, the variance of each component's
         scores in the deflated covariance
     mean_ : (p,) feature means
+    scale_ : s, the root mean feature variance divided out of X before the fit
+
+    The components are those of X / s with the penalty alpha / s^2, so they do not change
+    with X's units; ``alphas_`` and ``explained_variance_`` are put back in X's units (a
+    variance beyond float64, of data at 1e300, is refused).
     """
 
     def __init__(self, n_components=1, *, cardinality=None, alpha=None, max_features=2000, beta=1e-4, max_iter=20,
@@ -370,12 +375,18 @@ class SparsePCA(TransformerMixin, BaseEstimator):
             validation.check_int_in("cardinality", self.cardinality, 1, p)
         elif self.alpha is not None:
             glasso.check_alpha(self.alpha)
-        result = sparse_pca.fit_components(X, self.n_components, cardinality=self.cardinality, alpha=self.alpha,
+        s = sparse_pca.data_scale(X)
+        alpha = None if self.alpha is None else float(self.alpha) / s / s
+        result = sparse_pca.fit_components(X / s, self.n_components, cardinality=self.cardinality, alpha=alpha,
                                            max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
                                            threshold=self.threshold)
         r = finish(result, "SparsePCA").state
-        self.components_, self.alphas_, self.n_features_kept_ = r.components, r.alphas, r.n_features_kept
-        self.explained_variance_, self.mean_ = r.explained_variance, r.mean
+        with np.errstate(over="ignore"):
+            variances = r.explained_variance * s * s
+        out_of_range(variances, s, np.float64, "the explained variance")
+        self.components_, self.n_features_kept_ = r.components, r.n_features_kept
+        self.alphas_, self.explained_variance_, self.mean_ = r.alphas * s * s, variances, r.mean * s
+        self.scale_ = s
         return self
 
     def _check(self, X):

@@ -171,3 +171,26 @@ def test_zipf_corpus_and_the_uci_reader(tmp_path):
     path = tmp_path / "docword.txt"
     path.write_text("2\n3\n3\n1 1 2\n1 3 1\n2 2 5\n")
     np.testing.assert_array_equal(read_uci_bag_of_words(path).toarray(), [[2, 0, 1], [0, 5, 0]])
+
+
+@pytest.mark.parametrize("a, b", [(1e-7, 0.0), (1e7, 3.0), (1e-100, 0.0), (1e100, 2.0)])
+def test_estimator_components_do_not_depend_on_the_units_of_x(a, b):
+    """The barrier weight and tolerances are absolute, so the fit runs on X / s (s the root
+    mean feature variance): the components of a X + b are those of X, dense or sparse, and
+    the variances and penalties come back times a^2 (they differed wholly at a = 1e7)."""
+    from scipy import sparse
+
+    from bayeskit.estimators import SparsePCA
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5)) @ (np.eye(5) + 0.5 * rng.normal(size=(5, 5)))
+    ref = SparsePCA(n_components=2, cardinality=2).fit(X)
+    for data in (X * a + b * a, sparse.csr_matrix(X * a)):
+        got = SparsePCA(n_components=2, cardinality=2).fit(data)
+        np.testing.assert_allclose(np.abs(got.components_), np.abs(ref.components_), atol=1e-8)
+        np.testing.assert_allclose(got.explained_variance_ / a**2, ref.explained_variance_, rtol=1e-8)
+        np.testing.assert_allclose(got.alphas_ / a**2, ref.alphas_, rtol=1e-8)
+    fixed = SparsePCA(alpha=float(ref.alphas_[0])).fit(X)
+    np.testing.assert_allclose(SparsePCA(alpha=float(ref.alphas_[0]) * 1e14).fit(X * 1e7).components_, fixed.components_, atol=1e-8)
+    with pytest.raises(ValueError, match="explained variance of data at scale .* beyond the range of float64"):
+        SparsePCA(cardinality=2).fit(X * 1e300)
