@@ -22,13 +22,18 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def unit_scale(X):
+def unit_scale(X, *, exact: bool = False):
     """``(X / s, s)`` for the scale s of the module docstring: NumPy in, NumPy out (in X's
-    precision, s a Python float), or JAX in, JAX out (s a scalar array, traceable)."""
+    precision, s a Python float), or JAX in, JAX out (s a scalar array, traceable).
+
+    ``exact=True`` skips the rounding to a power of two: then a X / s(a X) equals X / s(X)
+    up to rounding for every a, so a model with fixed constants (tolerances, priors) fitted
+    on X / s is equivariant by construction, at the price of rounding X near unit scale."""
     xp = np if isinstance(X, np.ndarray) else jnp
     deviations = xp.abs(X - xp.median(X, axis=0))
     spread, largest = xp.median(deviations), xp.max(deviations)
-    s = power_of_two(xp.where(spread > 0, spread, largest))
+    s = xp.where(spread > 0, spread, largest)
+    s = xp.where((s > 0) & xp.isfinite(s), s, 1.0) if exact else power_of_two(s)
     return (X / s, float(s)) if xp is np else (X / s.astype(X.dtype), s.astype(X.dtype))
 
 

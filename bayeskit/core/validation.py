@@ -11,7 +11,8 @@ from collections.abc import Iterable
 import numpy as np
 
 
-def _where_nonfinite(a: np.ndarray) -> str:
+def where_nonfinite(a: np.ndarray) -> str:
+    """'k non-finite value(s) at index (i, j), ...': the count and the first three places."""
     bad = np.argwhere(~np.isfinite(a))
     shown = ", ".join(str(tuple(int(i) for i in idx)) for idx in bad[:3])
     more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -45,7 +46,7 @@ def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) ->
     if not np.issubdtype(a.dtype, np.floating):
         a = a.astype(np.float64)
     if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains {_where_nonfinite(a)}.")
+        raise ValueError(f"{name} contains {where_nonfinite(a)}.")
     return a
 
 
@@ -66,7 +67,7 @@ def check_labels(Y, n_samples: int, name: str = "Y", *, allow_missing: bool = Fa
     if a.dtype == object or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
         raise ValueError(f"{name} must be numeric, got dtype {a.dtype}.")
     if np.issubdtype(a.dtype, np.floating) and not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains {_where_nonfinite(a)}.")
+        raise ValueError(f"{name} contains {where_nonfinite(a)}.")
     allowed = (-1, 0, 1) if allow_missing else (0, 1)
     bad = ~np.isin(a, allowed)
     if np.any(bad):

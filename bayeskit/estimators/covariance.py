@@ -9,13 +9,13 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import finish
+from bayeskit.estimators._common import finish, validate
 
 
 class GraphicalLasso(BaseEstimator):
@@ -49,7 +49,7 @@ class GraphicalLasso(BaseEstimator):
 
     def fit(self, X, y=None):
         """Fit on the empirical covariance of X (n_samples, n_features)."""
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
         X_unit, s = unit_scale(X)  # a power of two: S of data at 1e20 (1e40) would overflow float32
         _, S_unit = _second_moment(self, X_unit, False)
         self.location_ = self.location_ * s
@@ -89,7 +89,7 @@ class GraphicalLasso(BaseEstimator):
     def score(self, X, y=None):
         """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
         check_is_fitted(self, "precision_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         Xc = X - self.location_
         _, logdet = np.linalg.slogdet(self.precision_)
         quad = np.einsum("ij,jk,ik->i", Xc, self.precision_, Xc)
@@ -162,7 +162,7 @@ class RCA(TransformerMixin, BaseEstimator):
 
     def fit(self, Y, Sigma):
         """Fit on data Y (n_samples, n_features) and explained covariance Sigma."""
-        Y = validate_data(self, Y, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        Y = validate(self, Y, x_name="Y", dtype=[np.float64, np.float32], ensure_min_samples=2)
         Y_unit, s = unit_scale(Y)
         Z, C = _second_moment(self, Y_unit, bool(self.dual))
         self.location_ = self.location_ * s
@@ -192,7 +192,7 @@ class RCA(TransformerMixin, BaseEstimator):
         if self.dual:  # new draws are new columns, so the column count may differ from fit's
             Z = validation.check_matrix(Y, "Y").T
         else:
-            Z = validate_data(self, Y, reset=False, dtype=[np.float64, np.float32])
+            Z = validate(self, Y, x_name="Y", reset=False, dtype=[np.float64, np.float32])
         if Z.shape[1] != self.components_.shape[0]:
             raise ValueError(f"each draw must have length {self.components_.shape[0]}; got {Z.shape[1]}.")
         return Z
@@ -267,7 +267,7 @@ class EMRCA(BaseEstimator):
 
     def fit(self, X, y=None):
         """Fit on data X (n_samples, n_features); rows are the draws."""
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
         X_unit, s = unit_scale(X)
         _, C = _second_moment(self, X_unit, False)
         self.location_ = np.asarray(self.location_, np.float64) * s
@@ -308,7 +308,7 @@ class EMRCA(BaseEstimator):
     def score(self, X, y=None):
         """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
         check_is_fitted(self, "precision_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         return _gaussian_score(X, self.location_, self.covariance_)
 
 

@@ -6,12 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
 from bayeskit.density import sbmoe
-from bayeskit.estimators._common import _best_restart, _key
+from bayeskit.estimators._common import _best_restart, _key, validate
 
 
 class SBMoERegressor(RegressorMixin, BaseEstimator):
@@ -129,7 +129,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         """Fit on X (n_samples, n_inputs) and Y (n_samples,) or (n_samples, n_outputs)."""
         for name in ("max_iter", "n_gate", "n_draws", "n_init"):
             validation.check_int_in(name, getattr(self, name), 1)
-        X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
+        X, Y = validate(self, X, Y, y_name="Y", dtype=[np.float64, np.float32], multi_output=True, y_numeric=True)
         self._one_d = np.ndim(Y) == 1
         hp = self._hyperparams()
         X, Y2 = sbmoe.inference.check_inputs(X, Y, hp)
@@ -153,7 +153,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
 
     def _check_X(self, X):
         check_is_fitted(self, "state_")
-        return validate_data(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.dtype_, copy=False)
+        return validate(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.dtype_, copy=False)
 
     def predictive(self, X, *, chunk_size=None) -> sbmoe.Mixture:
         """The predictive mixture p(y | x) for every row of X (Section 3.3); the gate of

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_products_in_range
-from bayeskit.estimators._common import _best_restart, _key
+from bayeskit.estimators._common import _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
 
@@ -35,7 +35,7 @@ class _MultilabelMixin(ClassifierMixin):
         A 1-D ``Y`` is one binary label with any two classes (``classes_``); a 2-D ``Y``
         is multilabel in {0, 1}, with -1 for an unobserved entry.
         """
-        X, Y = validate_data(self, X, Y, dtype=[np.float64, np.float32], multi_output=True, y_numeric=False)
+        X, Y = validate(self, X, Y, y_name="Y", dtype=[np.float64, np.float32], multi_output=True, y_numeric=False, numeric_y=False)
         _check_scale(X, X.dtype, warn=True)
         Y = Y.toarray() if validation.is_sparse(Y) else np.asarray(Y)  # e.g. from MultiLabelBinarizer(sparse_output=True)
         if Y.ndim == 1:
@@ -57,7 +57,7 @@ class _MultilabelMixin(ClassifierMixin):
 
     def _check_X(self, X):
         check_is_fitted(self, "state_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         _check_scale(X, self.dtype_, warn=False)
         return X.astype(self.dtype_, copy=False)
 

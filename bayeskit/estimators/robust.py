@@ -8,12 +8,12 @@ import warnings
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
-from bayeskit.estimators._common import _key, finish
+from bayeskit.estimators._common import _key, finish, validate
 from bayeskit.robust import mcd, robpca
 
 
@@ -56,7 +56,7 @@ class MinCovDet(BaseEstimator):
 
     def fit(self, X, y=None):
         X = validation.check_matrix(X, min_rows=2)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("support_fraction", self.support_fraction)
         validation.check_int_in("n_starts", self.n_starts, 1)
         n, p = X.shape
@@ -82,7 +82,7 @@ class MinCovDet(BaseEstimator):
     def mahalanobis(self, X):
         """Squared Mahalanobis distances of the rows of X under ``location_``, ``covariance_``."""
         check_is_fitted(self, "covariance_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         Z = X - self.location_
         with host_blas():
             return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
@@ -145,7 +145,7 @@ class ROBPCA(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         X = validation.check_matrix(X, min_rows=2)
-        X = validate_data(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("alpha", self.alpha)
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         validation.check_int_in("n_directions", self.n_directions, 1)
@@ -175,5 +175,5 @@ class ROBPCA(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Scores (X - center_) components_."""
         check_is_fitted(self, "components_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         return (X - self.center_) @ self.components_

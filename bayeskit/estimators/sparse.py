@@ -9,11 +9,11 @@ import warnings
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, unit_scale
-from bayeskit.estimators._common import _key, finish
+from bayeskit.estimators._common import _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 
@@ -92,14 +92,14 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Fit on X (n_samples, n_features) and y (n_samples,)."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
+        X, y = validate(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
         if X.shape[0] < 2:
             raise ValueError(f"n_samples={X.shape[0]}: at least two samples are needed.")
         self._check_params(X)
         self.X_fit_ = X.copy()  # the model owns its data: the caller may overwrite X
         # the fit runs in units where X and y are O(1) (core.scaling), divided on the host
-        self._centers, self.x_scale_ = unit_scale(X)
-        y_unit, self.y_scale_ = unit_scale(y.astype(X.dtype)[:, None])
+        self._centers, self.x_scale_ = unit_scale(X, exact=True)  # exact: equivariant despite fixed tolerances
+        y_unit, self.y_scale_ = unit_scale(y.astype(X.dtype)[:, None], exact=True)
         self._kernel_gamma = self._unit_gamma(self._centers)
         # gamma_ in X's units is only reported (for data at 1e-300 it leaves float64)
         self.gamma_ = float(self.gamma) if self.gamma is not None else self._kernel_gamma / self.x_scale_ / self.x_scale_
@@ -141,7 +141,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         """Predictive mean, and with ``return_std`` the predictive standard deviation
         (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
         X_unit = jnp.asarray(X / self.x_scale_)  # divided on the host, before the cast
         mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, chunk_size=chunk_size)
         mean = np.asarray(mean, np.float64) * self.y_scale_
@@ -241,7 +241,7 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
         if np.shape(self.lambda_prior) != (2,):
             raise ValueError(f"lambda_prior must be a pair (shape r, rate delta) of positive numbers; got {self.lambda_prior!r}.")
         validation.check_positive(lambda_prior=self.lambda_prior)
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
+        X, y = validate(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
         if X.shape[0] < 3:
             raise ValueError(f"n_samples={X.shape[0]}: at least three samples are needed.")
         X_unit, a = unit_scale(X)
@@ -269,7 +269,7 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
     def predict(self, X):
         """X coef_ + intercept_ (the posterior-median plug-in)."""
         check_is_fitted(self, "coef_")
-        X = validate_data(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         return X @ self.coef_ + self.intercept_
 
 

@@ -136,7 +136,7 @@ def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
             if a.ndim != 2 or a.shape[0] != n:
                 raise ValueError(f"{kind} covariates must be (N,) or (N, D) with N = {n}; got shape {a.shape}.")
         if not np.all(np.isfinite(a)):
-            raise ValueError(f"{kind} covariates contain {validation._where_nonfinite(a)}.")
+            raise ValueError(f"{kind} covariates contain {validation.where_nonfinite(a)}.")
         out[kind] = a
     return Covariates(**out)
 

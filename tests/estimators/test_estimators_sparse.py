@@ -41,14 +41,15 @@ def test_wrappers_equal_the_functional_core(est):
     Phi = sb.design(X, gamma=0.1)
     r = sb.fit(Phi, y, sb.Hyperparams(prior=prior, max_basis=60))
     scale = sb.as_data(Phi, y).scale
-    np.testing.assert_allclose(est.coef_, sb.weights(r.state, scale), rtol=1e-10, atol=1e-12)
+    # the wrapper fits y / s (s the robust scale of y): the same fixed point, to the last steps' size
+    np.testing.assert_allclose(est.coef_, sb.weights(r.state, scale), rtol=1e-7, atol=1e-10)
     np.testing.assert_array_equal(est.relevance_indices_, np.flatnonzero(np.asarray(r.state.gamma) > 0))
     np.testing.assert_allclose(est.relevance_vectors_, X[est.relevance_indices_])
     Xt = np.linspace(-10, 10, 7)[:, None]
     mean, std = est.predict(Xt, return_std=True)
     want_mean, want_var = sb.predict(r.state, sb.design(Xt, X, gamma=0.1), scale)
-    np.testing.assert_allclose(mean, want_mean, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(std, np.sqrt(want_var), rtol=1e-10)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(std, np.sqrt(want_var), rtol=1e-7)
     # the kernel expansion itself: sum of coef_ times the kernel at the relevance vectors
     K = np.exp(-0.1 * (Xt - X[est.relevance_indices_].T) ** 2)
     np.testing.assert_allclose(mean, K @ est.coef_[est.relevance_indices_], rtol=1e-9, atol=1e-12)
