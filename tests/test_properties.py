@@ -237,7 +237,7 @@ def test_bad_input_is_refused_by_name_before_compiling(name):
     args = data(np.random.default_rng(0))
     _quiet(lambda: make(0).fit(*args))  # compiled once for the good shapes
 
-    @SETTINGS
+    @settings(SETTINGS, max_examples=40)  # cheap: every example is refused before anything compiles
     @given(kind=st.sampled_from(BAD_KINDS), position=st.integers(0, len(args) - 1))
     def refused(kind, position):
         assume(not _valid(name, kind, position))

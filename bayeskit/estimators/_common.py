@@ -31,6 +31,8 @@ def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X"
         return validate_data(estimator, X, **kwargs)
     if numeric_y:
         _check_array(y, y_name, two_d=False)
+    elif not is_sparse(y) and np.iscomplexobj(np.asarray(y)):
+        raise ValueError(f"{y_name} must hold class labels; got complex numbers.")
     rows = lambda a: a.shape[:1] if is_sparse(a) else np.asarray(a).shape[:1]
     if rows(y) != rows(X):
         raise ValueError(f"{x_name} has {rows(X)[0]} rows but {y_name} has {rows(y)[0] if rows(y) else 'none'}; one per sample.")
