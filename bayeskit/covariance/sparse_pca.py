@@ -190,14 +190,17 @@ def feature_variances(X) -> np.ndarray:
 
 def data_scale(X) -> float:
     """s = sqrt(mean feature variance) of a dense array or a scipy.sparse matrix (1 when every
-    feature is constant), computed after dividing by a power of two near max |X| so that
-    the squares of data at 1e300 cannot overflow. X / s has unit mean variance whatever
-    X's scale or offset, so the components of X / s do not depend on them (the barrier
-    weight beta and the tolerances are absolute)."""
-    largest = float(abs(X).max()) if hasattr(X, "multiply") else float(np.max(np.abs(X)))
-    power = float(power_of_two(np.asarray(largest)))
-    variance = float(np.mean(feature_variances(X / power)))
-    return power * np.sqrt(variance) if variance > 0 else power
+    feature is constant), from one pass over the stored values divided by a power of two
+    near max |X| (so that the squares of data at 1e300 cannot overflow). X / s has unit
+    mean variance whatever X's scale or offset, so the components of X / s do not depend on
+    them (the barrier weight beta and the tolerances are absolute)."""
+    n, p = X.shape
+    values = (X.data if hasattr(X, "multiply") else np.asarray(X)).ravel()
+    power = float(power_of_two(np.asarray(np.max(np.abs(values)) if values.size else 0.0)))
+    unit = values / power
+    means = np.asarray(X.sum(0), dtype=np.float64).ravel() / (n * power)
+    variance = (unit @ unit / n - means @ means) / p
+    return power * float(np.sqrt(variance)) if variance > 0 else power
 
 
 class Moments:
