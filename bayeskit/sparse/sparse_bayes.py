@@ -47,8 +47,10 @@ like SparseBayes, may re-add).
 Shapes are static: at most ``max_basis`` active bases live in slots of Sigma and mu, so
 the fit jits and vmaps over stacked data sets. A fit that fills every slot is flagged
 (``saturated``). Bases nearly parallel to an active one (|phi_m' phi_a| > 1 -
-``align_tol``) are not added; the noise precision is capped at ``max_precision`` /
-var(y).
+``align_tol``) are not added, nor those so nearly in the span of the active ones that S_m
+< sqrt(eps) beta: S_m = beta - beta^2 phi_m' Phi_A Sigma Phi_A' phi_m is then a difference
+of nearly equal numbers and holds no correct digit in float32. The noise precision is
+capped at ``max_precision`` / var(y).
 """
 
 from __future__ import annotations
@@ -257,10 +259,27 @@ def _rho(state: State, hparams: Hyperparams):
 
 
 def _loo(state: State):
-    """s_m, q_m: S, Q with basis m itself taken out of C."""
-    factor = 1.0 - state.gamma * state.S
+    """s_m, q_m: S, Q with basis m itself taken out of C.
+
+    For an active basis, s = S / (1 - gamma S) and q = Q / (1 - gamma S) (Tipping & Faul,
+    eq. 23), or equally s = 1 / Sigma_mm - 1 / gamma and q = mu_m / Sigma_mm, since the
+    posterior of w_m is N(q / (1 / gamma + s), 1 / (1 / gamma + s)). The first loses all
+    its digits for a well-determined weight (gamma s >> 1: 1 - gamma S = 1 / (1 + gamma s)
+    is then a difference of nearly equal numbers, and in float32 s came out 100% wrong); the
+    second only for a weight its data barely determine (1 / Sigma_mm near 1 / gamma), whose
+    S is then accurate. So the second is used unless Sigma_mm is within 1% of gamma (gamma s
+    < 0.01), a test made on Sigma_mm, which is accurate where S is not."""
     active = state.gamma > 0
-    return jnp.where(active, state.S / factor, state.S), jnp.where(active, state.Q / factor, state.Q)
+    factor = 1.0 - state.gamma * state.S
+    k = state.used.shape[0]
+    j = jnp.minimum(state.slot, k - 1)
+    Sigma_mm = jnp.where(active, jnp.diagonal(state.Sigma)[j], 1.0)
+    determined = active & (Sigma_mm < 0.99 * state.gamma)
+    safe_factor = jnp.where(determined | ~active, 1.0, factor)
+    safe_gamma = jnp.where(active, state.gamma, 1.0)
+    s = jnp.where(determined, 1.0 / Sigma_mm - 1.0 / safe_gamma, jnp.where(active, state.S / safe_factor, state.S))
+    q = jnp.where(determined, state.mu[j] / Sigma_mm, jnp.where(active, state.Q / safe_factor, state.Q))
+    return s, q
 
 
 # ------------------------------------------------------------- posterior and statistics
@@ -377,7 +396,8 @@ def candidates(state: State, data: Data, hparams: Hyperparams):
     active = state.gamma > 0
     n_active = jnp.sum(active)
     aligned = jnp.any(jnp.abs(state.G) > 1.0 - hparams.align_tol, axis=0)  # free slots have G = 0
-    add = ~active & (gamma_new > 0) & ~aligned & data.alive & ~state.deleted & (n_active < state.used.shape[0])
+    resolvable = state.S > jnp.sqrt(jnp.finfo(state.S.dtype).eps) * state.beta
+    add = ~active & (gamma_new > 0) & ~aligned & resolvable & data.alive & ~state.deleted & (n_active < state.used.shape[0])
     reestimate = active & (gamma_new > 0)
     delete = active & (gamma_new == 0) & (n_active > 1)
     action = jnp.where(active, jnp.where(gamma_new > 0, _REESTIMATE, _DELETE), _ADD)
@@ -432,6 +452,8 @@ def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
         beta = 1.0 / jnp.maximum(y_resid / n, floor)
         new = eqx.tree_at(lambda s: (s.beta, s.gamma), state, (beta, state.gamma * state.beta / beta))
         return refresh(new, data, hparams)
+    if jnp.finfo(data.y.dtype).bits < 64:  # in float32 the L carried by the gains drifts: compare fresh values
+        state = refresh(state, data, hparams)
     beta = 1.0 / jnp.maximum(noise_reestimate(state, data), floor)
     new = refresh(eqx.tree_at(lambda s: s.beta, state, beta), data, hparams)
     return jax.tree.map(lambda a, b: jnp.where(new.log_evidence >= state.log_evidence, a, b), new, state)
@@ -454,7 +476,13 @@ def update(state: State, data: Data, hparams: Hyperparams) -> State:
     first ten); doing so at fixed points keeps a vmapped fit from paying for the
     recomputation at every move, and ten moves between them halve its cost on the sinc
     batches against five, with the same fits to Monte Carlo error.
-    Converged when the last move settled and the noise with it."""
+    Converged when the last move settled and the noise with it.
+
+    Every move and noise update of the RVM raises L. When L at the end of an iteration
+    (recomputed from scratch) is below L at its start, the moves chased gains that were
+    rounding errors (S and Q of a basis nearly in the span of the active ones lose their
+    digits in float32): the iteration is undone and the fit stops there."""
+    start = state
     state, settled = jax.lax.fori_loop(0, hparams.moves, lambda _, c: move(c[0], data, hparams),
                                        (state, jnp.zeros((), bool)))
     if hparams.estimates_noise:
@@ -463,6 +491,11 @@ def update(state: State, data: Data, hparams: Hyperparams) -> State:
         settled = settled & (jnp.abs(jnp.log(state.beta / old_beta)) < hparams.min_delta_log_beta)
     else:
         state = refresh(state, data, hparams)
+    if hparams.prior == "rvm":
+        slack = jnp.sqrt(jnp.finfo(data.y.dtype).eps) * (1.0 + jnp.abs(start.log_evidence))
+        fell = state.log_evidence < start.log_evidence - slack
+        state = jax.tree.map(lambda a, b: jnp.where(fell, a, b), start, state)
+        settled = settled | fell
     return eqx.tree_at(lambda s: (s.iteration, s.converged), state, (state.iteration + 1, settled))
 
 
