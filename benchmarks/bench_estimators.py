@@ -651,7 +651,7 @@ def main(argv=None) -> int:
     if args.only and Path(args.out).is_file():  # keep the other estimators' cases of the earlier run
         earlier = json.loads(Path(args.out).read_text())
         for case in earlier["cases"]:
-            if case["estimator"] not in names:
+            if case["estimator"] not in names or case["size"] not in sizes:
                 results["cases"].append({**case, "kept_from": case.get("kept_from", earlier["date"])})
     if missing:
         print(f"estimators without a case here: {', '.join(missing)}")
@@ -660,6 +660,7 @@ def main(argv=None) -> int:
         for size in sizes:
             r = run_in_subprocess(name, size, repeats, args.case_timeout)
             results["cases"].append(r)
+            results["cases"].sort(key=lambda c: (c["estimator"].lower(), c["size"] != "small"))  # the report's order
             print_row(r)
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             Path(args.out).write_text(json.dumps(results, indent=2, default=float))

@@ -104,9 +104,12 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         # gamma_ in X's units is only reported (for data at 1e-300 it leaves float64)
         self.gamma_ = float(self.gamma) if self.gamma is not None else self._kernel_gamma / self.x_scale_ / self.x_scale_
         Phi = self._design(self._centers)
+        if not bool(jnp.all(jnp.isfinite(Phi))):  # only a polynomial kernel can overflow on finite X
+            raise ValueError(f"the {self.kernel} kernel of X overflows {X.dtype.name}; choose a smaller degree or gamma.")
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
-        result = sparse_bayes.fit(Phi, y_unit[:, 0], hp, max_iter=self.max_iter, throw=False)
+        # Phi is a kernel of the finite X / x_scale_ (checked above): the engine's copy-and-check of Phi is skipped
+        result = sparse_bayes.fit(Phi, y_unit[:, 0], hp, max_iter=self.max_iter, throw=False, check=False)
         finish(result, type(self).__name__, detail=f" (max_iter={self.max_iter})")
         if bool(result.state.saturated):
             warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)

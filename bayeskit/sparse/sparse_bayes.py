@@ -439,7 +439,7 @@ def noise_reestimate(state: State, data: Data):
     sq_resid, _ = _residual_terms(state, data, state.mu)
     gamma_slot = jnp.where(state.used, state.gamma[state.basis], 1.0)
     dof = data.y.shape[0] - jnp.sum(jnp.where(state.used, 1.0 - jnp.diagonal(state.Sigma) / gamma_slot, 0.0))
-    return sq_resid / jnp.maximum(dof, 1.0)
+    return jnp.maximum(sq_resid, 0.0) / jnp.maximum(dof, 1.0)  # a near-exact fit's sum can round below 0
 
 
 def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
@@ -562,19 +562,22 @@ def check_problem(Phi, y):
 
 @readable_failure
 def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, progress: bool | None = None,
-        throw: bool = True) -> FitResult:
+        throw: bool = True, check: bool = True) -> FitResult:
     """Maximise the evidence over the basis set, the variances, the noise and lambda.
 
     ``Phi`` (N, M) and ``y`` (N,); vmappable over stacked data sets after one check
     (``jax.vmap(lambda P, t: fit(P, t, hp, throw=False))``). Deterministic: no key.
     Returns a ``FitResult`` whose state is a :class:`State` (read it with
     :func:`weights`, :func:`relevance` and :func:`predict`) and whose trace is L.
+    ``check=False`` skips the host-side check of Phi and y (a copy of Phi to the host),
+    for a caller that built them from inputs it has checked.
     """
     hparams = hparams or Hyperparams()
     _loop.check_throw(throw)
     if not any(isinstance(v, jax.core.Tracer) for v in (Phi, y)):
         check_hparams(hparams)
-        check_problem(Phi, y)
+        if check:
+            check_problem(Phi, y)
     data = as_data(Phi, y)
     return _fit(data, _loop.as_arrays(hparams, data.y.dtype), max_iter=max_iter, progress=progress, throw=throw)
 

@@ -98,6 +98,22 @@ def test_bad_parameters_are_refused():
         RVMRegressor().fit(X[:1], y[:1])
 
 
+def test_a_polynomial_kernel_that_overflows_is_refused_by_name():
+    X = np.random.default_rng(0).normal(size=(30, 2)).astype(np.float32)
+    with pytest.raises(ValueError, match="poly kernel of X overflows float32"):
+        RVMRegressor("poly", degree=60, gamma=50.0).fit(X, X[:, 0])
+
+
+def test_flap_noise_of_an_exact_fit_is_zero_not_nan():
+    """||y - Phi mu||^2 of an exact linear fit rounds to about 0, possibly below: the
+    re-estimated noise is then 0, not the square root of a negative number."""
+    X = np.random.default_rng(0).normal(size=(30, 2)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        est = FLAPRegressor("linear").fit(X, X[:, 0])
+    assert np.isfinite(est.noise_std_) and 0 <= est.noise_std_ < 1e-2
+
+
 @pytest.mark.parametrize("cls", [RVMRegressor, BLSRegressor, FLAPRegressor])
 @pytest.mark.parametrize("kernel", ["rbf", "linear"])
 @pytest.mark.parametrize("dtype, a, c", [(np.float32, 2.0**-66, 2.0**66), (np.float32, 2.0**66, 2.0**-66),
