@@ -24,30 +24,35 @@ def is_sparse(X) -> bool:
     return type(X).__module__.startswith("scipy.sparse")
 
 
-def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
-    """A finite 2-D floating array with at least ``min_rows`` rows and ``min_cols`` columns.
-
-    Integer and boolean input is converted to the default float dtype; floating input
-    keeps its dtype. The caller's array is never modified (a view or copy is returned).
-    A scipy sparse matrix is refused with a ``TypeError`` (as scikit-learn does).
-    """
+def check_real(X, name: str = "X", *, two_d: bool = True, min_rows: int = 1) -> np.ndarray:
+    """``X`` as a NumPy array after the checks every data argument gets, each message naming
+    ``name``: dense (a scipy sparse matrix is a ``TypeError``, as in scikit-learn), real
+    numbers (bool, integer or floating), 2-D when ``two_d``, at least ``min_rows`` rows,
+    finite (the count and places of NaN or inf)."""
     if is_sparse(X):
         raise TypeError(f"{name} is a scipy sparse matrix, but a dense array is required; use {name}.toarray().")
     a = np.asarray(X)
-    if a.dtype == object or np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
+    if a.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array, got dtype {a.dtype}.")
-    if a.ndim != 2:
-        hint = " Reshape a single feature with X.reshape(-1, 1)." if a.ndim == 1 else ""
+    if two_d and a.ndim != 2:
+        hint = f" Reshape your data: {name}.reshape(-1, 1) for a single feature." if a.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}.{hint}")
-    if a.shape[0] < min_rows:
+    if a.ndim and a.shape[0] < min_rows:
         raise ValueError(f"{name} has {a.shape[0]} sample(s); at least {min_rows} required.")
+    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains {where_nonfinite(a)} (NaN or inf).")
+    return a
+
+
+def check_matrix(X, name: str = "X", *, min_rows: int = 1, min_cols: int = 1) -> np.ndarray:
+    """A finite 2-D floating array with at least ``min_rows`` rows and ``min_cols`` columns
+    (:func:`check_real`). Integer and boolean input is converted to the default float dtype;
+    floating input keeps its dtype. The caller's array is never modified (a view or copy is
+    returned)."""
+    a = check_real(X, name, min_rows=min_rows)
     if a.shape[1] < min_cols:
         raise ValueError(f"{name} has {a.shape[1]} feature(s); at least {min_cols} required.")
-    if not np.issubdtype(a.dtype, np.floating):
-        a = a.astype(np.float64)
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains {where_nonfinite(a)}.")
-    return a
+    return a if a.dtype.kind == "f" else a.astype(np.float64)
 
 
 def check_labels(Y, n_samples: int, name: str = "Y", *, allow_missing: bool = False) -> np.ndarray:

@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import validate_data
 
 from bayeskit.core.status import Status, is_failure
-from bayeskit.core.validation import is_sparse, where_nonfinite
+from bayeskit.core.validation import check_real, is_sparse
 
 _NO_Y = object()
 
@@ -25,33 +25,18 @@ def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X"
     any first argument): X must be a dense, finite 2-D array of real numbers with rows, y
     (unless ``numeric_y`` is False, for class labels, which may be sparse) a dense finite
     array of real numbers, with as many rows as X."""
-    _check_array(X, x_name, two_d=True)
+    check_real(X, x_name)
     kwargs.setdefault("ensure_all_finite", False)  # checked above, with the argument's name
     if y is _NO_Y:
         return validate_data(estimator, X, **kwargs)
     if numeric_y:
-        _check_array(y, y_name, two_d=False)
+        check_real(y, y_name, two_d=False)
     elif not is_sparse(y) and np.iscomplexobj(np.asarray(y)):
         raise ValueError(f"{y_name} must hold class labels; got complex numbers.")
     rows = lambda a: a.shape[:1] if is_sparse(a) else np.asarray(a).shape[:1]
     if rows(y) != rows(X):
         raise ValueError(f"{x_name} has {rows(X)[0]} rows but {y_name} has {rows(y)[0] if rows(y) else 'none'}; one per sample.")
     return validate_data(estimator, X, y, **kwargs)
-
-
-def _check_array(a, name: str, *, two_d: bool) -> None:
-    if is_sparse(a):
-        raise TypeError(f"{name} is a scipy sparse matrix, but a dense array is required; use {name}.toarray().")
-    a = np.asarray(a)
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be an array of real numbers; got dtype {a.dtype}.")
-    if two_d and a.ndim != 2:
-        hint = f" Reshape your data: {name}.reshape(-1, 1) for a single feature." if a.ndim == 1 else ""
-        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {a.shape}.{hint}")
-    if a.ndim and a.shape[0] == 0:
-        raise ValueError(f"{name} has no samples (shape {a.shape}).")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains {where_nonfinite(a)} (NaN or inf).")
 
 
 def _key(random_state) -> jax.Array:
