@@ -117,6 +117,24 @@ def test_holdout_split_is_disjoint_symmetric_and_a_fifth():
     assert abs(test.sum() / (234 * 233) - 0.2) < 0.01
 
 
+def test_holdout_by_entries_leaks_mirrors_and_by_pairs_never():
+    """Ordered entries of a symmetric relation leave the mirror of about 1 - frac of the
+    held-out cells in training; unordered pairs leave none, directed or not."""
+    from bayeskit.datasets import holdout_split, load_relational
+
+    nips = load_relational("nips234")
+    Y, mask = nips["Y"][None], nips["mask"][None]
+    train, test = holdout_split(Y, mask, symmetric=True, unit="entries", seed=3)
+    mirrored = test & train.transpose(0, 2, 1)
+    assert abs(mirrored.sum() / test.sum() - 0.8) < 0.02
+    assert abs(test.sum() / (234 * 233) - 0.2) < 0.01
+    for symmetric in (True, False):
+        train, test = holdout_split(Y, mask, symmetric=symmetric, unit="pairs", seed=3)
+        assert not (test & train.transpose(0, 2, 1)).any()
+    with pytest.raises(ValueError, match="unit"):
+        holdout_split(Y, mask, symmetric=True, unit="cells")
+
+
 def test_sinc_and_bump_generators():
     from bayeskit.datasets import bump_datasets, bumps, sinc, sinc_datasets
     from bayeskit.datasets.sparse import BUMP_H, BUMP_T

@@ -45,14 +45,27 @@ def load_relational(name: str) -> dict[str, np.ndarray]:
     return out
 
 
-def holdout_split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2):
-    """(train, test) masks: ``frac`` of the observed off-diagonal cells held out; for a
-    symmetric network unordered pairs are held out (both orientations)."""
+def holdout_split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2, unit: str | None = None):
+    """(train, test) masks: ``frac`` of the observed off-diagonal cells held out, drawn by
+    ``unit``:
+
+    - ``"pairs"`` (the default for a symmetric relation): unordered pairs {i, j}, both
+      orientations together, so that no held-out link can be read from its mirror;
+    - ``"entries"`` (the default for a directed relation): ordered cells (i, j)
+      independently. On a symmetric relation this leaks: about 1 - frac of the held-out
+      cells have their mirror in training (the papers do not say which unit they used; this
+      one gives the leaky upper bound).
+    """
+    unit = unit or ("pairs" if symmetric else "entries")
+    if unit not in ("pairs", "entries"):
+        raise ValueError(f"unit must be 'pairs' or 'entries'; got {unit!r}.")
+    if not 0 < frac < 1:
+        raise ValueError(f"frac must be in (0, 1); got {frac!r}.")
     rng = np.random.default_rng(seed)
     n = Y.shape[-1]
     observed = mask & ~np.eye(n, dtype=bool)
     draw = rng.random(Y.shape) < frac
-    if symmetric:
+    if unit == "pairs":
         upper = np.triu(draw, 1)
         draw = upper | np.swapaxes(upper, -1, -2)
     test = observed & draw
