@@ -33,7 +33,7 @@ def check_real(X, name: str = "X", *, two_d: bool = True, min_rows: int = 1) -> 
         raise TypeError(f"{name} is a scipy sparse matrix, but a dense array is required; use {name}.toarray().")
     a = np.asarray(X)
     if a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be a real numeric array, got dtype {a.dtype}.")
+        raise ValueError(f"{name} must be a real numeric array; got dtype {a.dtype}.")
     if two_d and a.ndim != 2:
         hint = f" Reshape your data: {name}.reshape(-1, 1) for a single feature." if a.ndim == 1 else ""
         raise ValueError(f"{name} must be 2-D (n_samples, n_features), got shape {a.shape}.{hint}")

@@ -65,6 +65,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from bayeskit.core import loop as _loop
+from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist, spd_inverse_loop
 from bayeskit.core.status import FitResult, readable_failure
@@ -543,21 +544,15 @@ def check_hparams(hparams: Hyperparams):
 
 
 def check_problem(Phi, y):
-    """Refuse non-numeric or non-finite values, mismatched lengths and fewer than two samples."""
-    Phi, y = np.asarray(Phi), np.asarray(y)
-    for name, a in (("Phi", Phi), ("y", y)):
-        if a.dtype == object or np.iscomplexobj(a) or not (np.issubdtype(a.dtype, np.number) or a.dtype == bool):
-            raise ValueError(f"{name} must be a real numeric array; got dtype {a.dtype}.")
+    """Refuse what :func:`bayeskit.core.validation.check_real` refuses (naming Phi or y),
+    other shapes, mismatched lengths and fewer than two samples."""
+    Phi, y = validation.check_real(Phi, "Phi", two_d=False), validation.check_real(y, "y", two_d=False)
     if Phi.ndim != 2 or y.ndim != 1:
         raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {Phi.shape} and {y.shape}.")
     if Phi.shape[0] != y.shape[0]:
         raise ValueError(f"Phi has {Phi.shape[0]} rows but y has {y.shape[0]} values.")
     if y.shape[0] < 2:
         raise ValueError(f"at least two samples are needed; got {y.shape[0]}.")
-    for name, a in (("Phi", Phi), ("y", y)):
-        bad = ~np.isfinite(a)
-        if bad.any():
-            raise ValueError(f"{name} has {int(bad.sum())} non-finite values (first at {tuple(int(i) for i in np.argwhere(bad)[0])}).")
 
 
 @readable_failure
