@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["rscript", "r_missing", "r_available", "kernlab_rvm_batch", "glmnet_cv_batch", "glmnet_cv", "glasso_fits",
-           "pca_hubert", "cov_mcd"]
+           "pca_hubert", "cov_mcd", "r_datasets"]
 
 
 def rscript() -> str | None:
@@ -386,3 +386,32 @@ def cov_mcd(X, alpha: float = 0.5, *, repeats: int = 3, seed: int = 2024, timeou
                 "covariance": _read(d / "cov.bin", (p, p)).T, "raw_support": _read(d / "best.bin", (n,)) > 0,
                 "log_det": float(_read(d / "crit.bin", (1,))[0]), "h": int(_read(d / "h.bin", (1,))[0]),
                 "versions": _versions(d / "versions.txt")}
+
+
+_DATASETS = r"""
+names <- strsplit(args[2], ",")[[1]]
+suppressPackageStartupMessages({library(robustbase); library(rrcov)})
+for (nm in names) {
+  e <- new.env()
+  data(list = nm, envir = e)
+  d <- as.data.frame(get(nm, envir = e))
+  d <- d[, sapply(d, is.numeric), drop = FALSE]
+  d <- as.matrix(d[complete.cases(d), , drop = FALSE])
+  wr(dim(d), paste0(nm, ".dim")); wr(d, paste0(nm, ".bin"))
+}
+versions("rrcov")
+"""
+
+
+def r_datasets(names, *, timeout: float = 600.0) -> dict:
+    """The data sets ``names`` that ship with robustbase and rrcov, as float64 arrays (n, p): the
+    numeric columns, the rows with no missing value."""
+    names = list(names)
+    with tempfile.TemporaryDirectory(prefix="bayeskit_rdata_") as tmp:
+        d = Path(tmp)
+        _run(_DATASETS, d, [",".join(names)], timeout)
+        out = {}
+        for name in names:
+            n, p = (int(v) for v in _read(d / f"{name}.dim", (2,)))
+            out[name] = _read(d / f"{name}.bin", (p, n)).T.copy()
+        return out

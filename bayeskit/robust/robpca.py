@@ -185,7 +185,7 @@ def _wilson_hilferty_cutoff(od, h: int):
     """(4): (m + s z)^{3/2} from the univariate MCD of OD^{2/3}."""
     y = od ** (2.0 / 3.0)
     m, var, _ = mcd.univariate_mcd(y, h)
-    s = jnp.sqrt(mcd.consistency_factor(1, h / od.shape[0], od.dtype) * var)
+    s = jnp.sqrt(mcd.consistency_factor(1, jnp.asarray(h, od.dtype) / od.shape[0], od.dtype) * var)
     return (m + s * stats.norm.ppf(CRITERION)) ** 1.5
 
 
