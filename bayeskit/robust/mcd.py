@@ -156,6 +156,11 @@ def small_sample_factor(p: int, n: int, alpha: float, reweighted: bool) -> float
     return float(1.0 / f)
 
 
+def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
+    """(f_raw, f_rew) of (4)."""
+    return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
+
+
 def chi2_quantile(a, df: int, dtype=None) -> Array:
     """The ``a``-quantile of chi^2 with ``df`` degrees of freedom, by bisection on the
     regularised incomplete gamma function (traceable in ``a``, so a new h compiles
@@ -415,7 +420,7 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
             h = h_alpha_n(alpha, n, p)
         else:  # the alpha whose small-sample factors apply to this h
             alpha = h / n
-        factors = (small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True))
+        factors = robustbase_factors(p, n, alpha)
     else:
         h = h_from_alpha(alpha, n, p) if alpha is not None else default_h(n, p) if h is None else h
         factors = (1.0, 1.0)
@@ -423,12 +428,14 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
         check_int_in("h", h, default_h(n, p), n)
         check_int_in("n_starts", n_starts, 1)
     X = jnp.asarray(X)
-    return _fit(key, X, jnp.asarray(h, jnp.int32), jnp.asarray(factors, X.dtype), n_starts, n_best, max_steps,
-                conventions, initial)
+    return fit_core(key, X, jnp.asarray(h, jnp.int32), jnp.asarray(factors, X.dtype), n_starts, n_best, max_steps,
+                    conventions, initial)
 
 
 @partial(jax.jit, static_argnums=(4, 5, 6, 7))
-def _fit(key, X, h, factors, n_starts, n_best, max_steps, conventions, initial) -> FitResult:
+def fit_core(key, X, h, factors, n_starts, n_best, max_steps, conventions, initial) -> FitResult:
+    """:func:`fit` without its checks, for use inside other jitted code: ``h`` (int32) and
+    ``factors`` = (f_raw, f_rew) of (4) as traced values (1, 1 under ``"bayeskit"``)."""
     X, s = unit_scale(X)  # affine equivariance: fit X / s, then put s back
     estimate = in_units(_fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, initial), s)
     return solved(estimate, estimate.log_det, all_finite(estimate.location, estimate.covariance))
@@ -474,6 +481,6 @@ def _fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, init
                raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
 
 
-__all__ = ["MCD", "Subset", "fit", "in_units", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
+__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
            "weighted_moments", "consistency_factor", "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n",
-           "small_sample_factor", "REWEIGHT_QUANTILE", "CONVENTIONS"]
+           "small_sample_factor", "robustbase_factors", "REWEIGHT_QUANTILE", "CONVENTIONS"]

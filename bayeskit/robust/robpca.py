@@ -35,6 +35,30 @@ reports it. When r <= min(floor(n / 5), k_max) (and ``use_mcd``), the data are
 low-dimensional: Step 2 is skipped and the MCD runs on Z itself (the rule of the authors'
 LIBRA code and rrcov).
 
+Conventions. ``conventions="bayeskit"`` is the algorithm above. ``conventions="rrcov"``
+follows rrcov's ``PcaHubert(x, k, kmax, alpha)`` (explicit alpha) where the two differ, so
+that the results can be compared number for number:
+
+- h = h(alpha; n, k) of :func:`bayeskit.robust.mcd.h_alpha_n` for a given k, and
+  h(alpha; n, min(k_max, rank)) when k is chosen;
+- the directions are rrcov's deterministic ones (a congruential generator started at 0
+  draws the pairs), so the fit does not depend on the key when there are more pairs than
+  ``n_directions`` (fewer: all pairs under both conventions);
+- t_MCD and s_MCD in (2), and the cutoff of Step 2's orthogonal distances, are the
+  reweighted univariate MCD (rrcov's ``unimcd``): with the raw window's mean t_0 and
+  r_i = (y_i - t_0)^2, the points with r_i < r_(h) chi2_{1,0.975} / chi2_{1,h/n} give the
+  mean and standard deviation (divisor m - 1);
+- Step 2's reweighting (H_1) is skipped when k equals the rank;
+- the MCD in Step 3 (and in the low-dimensional branch) takes robustbase's conventions
+  (4) of :mod:`bayeskit.robust.mcd` with the same alpha, i.e. h(alpha; n, k);
+- the OD cutoff (4) of the outlier map takes the median and MAD of OD^{2/3} instead of the
+  univariate MCD;
+- k is chosen up to and including the first l_j / l_1 <= 1e-3.
+
+The MCD keeps the extra candidate above and its exchange steps: it reaches at least the
+determinant robustbase's random starts reach. Exact-fit directions are projected out under
+both conventions (rrcov ignores them).
+
 Diagnostics. The score and orthogonal distances
 
     SD_i = sqrt(sum_j t_ij^2 / l_j),   cutoff sqrt(chi2_{k,0.975});                          (3)
@@ -112,12 +136,34 @@ def affine_span(X: Float[Array, "n p"]) -> tuple[Array, Array, Array, Array]:
     return mu0, U[:, :r] * d[:r], Vt[:r].T, rank
 
 
-def pairs(key, n: int, n_directions: int) -> tuple[Array, Array]:
+def rrcov_pairs(n: int, n_directions: int) -> tuple[np.ndarray, np.ndarray]:
+    """rrcov's ``n_directions`` pairs of distinct indices, drawn by its generator
+    u_{t+1} = (5761 u_t + 999) mod 65536 from u_0 = 0, index floor(n u / 65536)."""
+    state = 0
+    out = np.empty((n_directions, 2), np.int64)
+
+    def draw():
+        nonlocal state
+        state = (5761 * state + 999) % 65536
+        return state * n // 65536
+
+    for r in range(n_directions):
+        a = draw()
+        b = draw()
+        while b == a:
+            b = draw()
+        out[r] = a, b
+    return out[:, 0], out[:, 1]
+
+
+def pairs(key, n: int, n_directions: int, conventions: str = "bayeskit") -> tuple[Array, Array]:
     """Index pairs (i, j), i != j: all of them when n(n - 1)/2 <= ``n_directions``, else
-    ``n_directions`` random ones."""
+    ``n_directions`` random ones (rrcov's fixed ones under ``conventions="rrcov"``)."""
     if n * (n - 1) // 2 <= n_directions:
         i, j = np.triu_indices(n, 1)
         return jnp.asarray(i), jnp.asarray(j)
+    if conventions == "rrcov":
+        return tuple(map(jnp.asarray, rrcov_pairs(n, n_directions)))
     k1, k2 = jax.random.split(key)
     i = jax.random.randint(k1, (n_directions,), 0, n)
     return i, (i + jax.random.randint(k2, (n_directions,), 1, n)) % n
@@ -129,10 +175,28 @@ def unit_rows(v):
     return jnp.where(norm > 0, v / jnp.where(norm > 0, norm, 1), 0.0)
 
 
-def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int) -> tuple[Array, Array, Array, Array]:
+def reweighted_univariate_mcd(y: Float[Array, " n"], h) -> tuple[Array, Array]:
+    """rrcov's ``unimcd``: the mean and standard deviation (divisor m - 1) of the m points
+    with (y_i - t_0)^2 < r_(h) chi2_{1,0.975} / chi2_{1,h/n}, t_0 the mean of the window of
+    the univariate MCD and r_(h) the h-th smallest (y_i - t_0)^2; the mean and standard
+    deviation of all points when h = n. ``h`` may be traced."""
+    n = y.shape[0]
+    t0, _, _ = mcd.univariate_mcd(y, h)
+    r = (y - t0) ** 2
+    full = h >= n
+    scale = jnp.sort(r)[jnp.minimum(h, n) - 1] / mcd.chi2_quantile(jnp.where(full, 0.5, jnp.asarray(h, y.dtype) / n), 1)
+    w = jnp.where(full, True, r < scale * stats.chi2.ppf(mcd.REWEIGHT_QUANTILE, 1)).astype(y.dtype)
+    m = jnp.sum(w)
+    t = jnp.sum(w * y) / m
+    return t, jnp.sqrt(jnp.sum(w * (y - t) ** 2) / jnp.maximum(m - 1, 1))
+
+
+def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int,
+                 conventions: str = "bayeskit") -> tuple[Array, Array, Array, Array]:
     """(2) over the directions through the pairs (i, j): the outlyingness of every point, and
     whether some direction has s_MCD = 0, with the first such direction v and t_MCD(v) (its
-    h points lie on the hyperplane z'v = t_MCD(v))."""
+    h points lie on the hyperplane z'v = t_MCD(v)). Under ``conventions="rrcov"`` t_MCD
+    and s_MCD are reweighted (:func:`reweighted_univariate_mcd`)."""
     V = unit_rows(Z[i] - Z[j])
     scale = jnp.sqrt(jnp.sum(Z**2, 1).max())
     proj = Z @ V.T
@@ -141,12 +205,15 @@ def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int) -> tuple[Ar
     real = jnp.any(V != 0, 1)
     flat = real & (s <= mcd.SINGULAR * scale)
     usable = real & ~flat
-    ratio = jnp.abs(proj - t) / jnp.where(usable, s, 1.0)
     first = jnp.argmax(flat)
-    return jnp.max(jnp.where(usable, ratio, 0.0), 1), jnp.any(flat), V[first], t[first]
+    t_flat = t[first]
+    if conventions == "rrcov":
+        t, s = jax.vmap(lambda y: reweighted_univariate_mcd(y, h), in_axes=1)(proj)
+    ratio = jnp.abs(proj - t) / jnp.where(usable, s, 1.0)
+    return jnp.max(jnp.where(usable, ratio, 0.0), 1), jnp.any(flat), V[first], t_flat
 
 
-def least_outlying(Z, i, j, h: int) -> tuple[Array, Array, Array, Array]:
+def least_outlying(Z, i, j, h: int, conventions: str = "bayeskit") -> tuple[Array, Array, Array, Array]:
     """Step 2's H_0 (indicator), the outlyingness, the number of exact-fit projections, and
     Z projected onto the hyperplanes z'v = t of the exact-fit directions (the rest of the
     algorithm works in that lower-dimensional space)."""
@@ -158,22 +225,23 @@ def least_outlying(Z, i, j, h: int) -> tuple[Array, Array, Array, Array]:
     def body(carry):
         k, Z, _, v, t, _ = carry
         Z = Z - jnp.outer(Z @ v - t, v)
-        outl, flat, v, t = outlyingness(Z, i, j, h)
+        outl, flat, v, t = outlyingness(Z, i, j, h, conventions)
         return k + 1, Z, flat, v, t, outl
 
-    outl, flat, v, t = outlyingness(Z, i, j, h)
+    outl, flat, v, t = outlyingness(Z, i, j, h, conventions)
     k, Z, _, _, _, outl = jax.lax.while_loop(cond, body, (jnp.asarray(0), Z, flat, v, t, outl))
     return mcd.closest(outl, h), outl, k, Z
 
 
-def choose_k(eigenvalues, k_max: int, rank: int) -> int:
-    """k from S_0's eigenvalues as rrcov's PcaHubert: stop before the first l_j / l_1 <= 1e-3
-    (at most min(rank, k_max)), then the fewest components that explain 80% of sum_j l_j if
-    those do. (In its low-dimensional branch rrcov keeps all components; the same rule
-    applies there here, on the MCD scatter's eigenvalues.)"""
+def choose_k(eigenvalues, k_max: int, rank: int, conventions: str = "bayeskit") -> int:
+    """k from S_0's eigenvalues (the MCD scatter's in the low-dimensional branch) as rrcov's
+    PcaHubert: stop before the first l_j / l_1 <= 1e-3 (at it under ``conventions="rrcov"``),
+    at most min(rank, k_max), then the fewest components that explain 80% of sum_j l_j if
+    those do."""
     ev = np.asarray(eigenvalues, dtype=float)
     small = np.nonzero(ev / ev[0] <= EIGEN_RATIO)[0]
-    k = min(rank, k_max, int(small[0]) if small.size else len(ev))
+    first_small = int(small[0]) + (conventions == "rrcov") if small.size else len(ev)
+    k = min(rank, k_max, first_small)
     k = max(k, 1)
     cumulative = np.cumsum(ev[:k]) / ev[ev > 0].sum()
     if cumulative[-1] > EXPLAINED:
@@ -181,11 +249,19 @@ def choose_k(eigenvalues, k_max: int, rank: int) -> int:
     return k
 
 
-def _wilson_hilferty_cutoff(od, h: int):
-    """(4): (m + s z)^{3/2} from the univariate MCD of OD^{2/3}."""
+def _wilson_hilferty_cutoff(od, h: int, rule: str = "umcd"):
+    """(4): (m + s z)^{3/2}, m and s from OD^{2/3}: its univariate MCD (``"umcd"``, with
+    the consistency factor), rrcov's reweighted one (``"unimcd"``) or the median and the
+    normal-consistent MAD (``"medmad"``)."""
     y = od ** (2.0 / 3.0)
-    m, var, _ = mcd.univariate_mcd(y, h)
-    s = jnp.sqrt(mcd.consistency_factor(1, jnp.asarray(h, od.dtype) / od.shape[0], od.dtype) * var)
+    if rule == "medmad":
+        m = jnp.median(y)
+        s = stats.norm.ppf(0.75) ** -1 * jnp.median(jnp.abs(y - m))
+    elif rule == "unimcd":
+        m, s = reweighted_univariate_mcd(y, h)
+    else:
+        m, var, _ = mcd.univariate_mcd(y, h)
+        s = jnp.sqrt(mcd.consistency_factor(1, jnp.asarray(h, od.dtype) / od.shape[0], od.dtype) * var)
     return (m + s * stats.norm.ppf(CRITERION)) ** 1.5
 
 
@@ -200,37 +276,71 @@ def low_dimensional(n: int, p: int, k_max: int) -> bool:
     return min(n - 1, p) <= min(n // 5, k_max)
 
 
+CONVENTIONS = ("bayeskit", "rrcov")
+
+
+def _plan(n: int, p: int, alpha: float, k_max: int, k_for_h: int, k: int, use_mcd: bool, conventions: str):
+    """(h, the MCD's h, the MCD's small-sample factors): ROBPCA's coverage from ``k_for_h`` (rrcov:
+    h(alpha; n, k_for_h)) and that of the MCD of Step 3 (k dimensions) or of the
+    low-dimensional branch (r = min(n - 1, p) dimensions)."""
+    if conventions not in CONVENTIONS:
+        raise ValueError(f"conventions must be one of {CONVENTIONS}, got {conventions!r}.")
+    if conventions == "bayeskit":
+        h = coverage(n, alpha, k_max)
+        return h, h, (1.0, 1.0)
+    low = use_mcd and low_dimensional(n, p, k_max)
+    d = min(n - 1, p) if low else k
+    h_mcd = min(mcd.h_alpha_n(alpha, n, d), n)
+    return (h_mcd if low else min(mcd.h_alpha_n(alpha, n, k_for_h), n)), h_mcd, mcd.robustbase_factors(d, n, alpha)
+
+
+def _rank(X) -> int:
+    """The numerical rank of the centred data (host)."""
+    Xc = np.asarray(X, np.float64) - np.mean(X, 0)
+    return int(np.linalg.matrix_rank(Xc)) if Xc.any() else 0
+
+
 def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int = 250, n_starts: int = 500,
-                use_mcd: bool = True):
-    """The eigenvalues that choose k, from the same random directions and starts as
-    :func:`fit` with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional
-    branch; and the numerical rank. ``alpha`` enters through the traced h only, so a new
-    alpha compiles nothing."""
-    n, _ = np.shape(X)
-    return _provisional(key, jnp.asarray(X), jnp.asarray(coverage(n, alpha, k_max), jnp.int32), k_max, n_directions,
-                        n_starts, use_mcd)
+                use_mcd: bool = True, conventions: str = "bayeskit"):
+    """The eigenvalues that choose k, from the same directions and starts as :func:`fit`
+    with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional branch; and
+    the numerical rank. ``alpha`` enters through traced values only, so a new alpha
+    compiles nothing."""
+    n, p = np.shape(X)
+    k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k_max
+    h, h_mcd, factors = _plan(n, p, alpha, k_max, max(k_for_h, 1), 1, use_mcd, conventions)
+    X = jnp.asarray(X)
+    return _provisional(key, X, jnp.asarray(h, jnp.int32), jnp.asarray(h_mcd, jnp.int32), jnp.asarray(factors, X.dtype),
+                        k_max, n_directions, n_starts, use_mcd, conventions)
 
 
-@partial(jax.jit, static_argnums=(3, 4, 5, 6))
-def _provisional(key, X, h, k_max, n_directions, n_starts, use_mcd):
+@partial(jax.jit, static_argnums=(5, 6, 7, 8, 9))
+def _provisional(key, X, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions):
     n, p = X.shape
     X, s = unit_scale(X)
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        S = mcd.fit(k_mcd, Z, h, n_starts=n_starts).state.covariance
+        S = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None).state.covariance
     else:
-        H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
+        H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions, conventions), h, conventions)
         _, S = mcd.weighted_moments(Z, H0.astype(Z.dtype))
     return descending_eigh(S)[0] * s * s, rank
 
 
+def _mcd(key, X, h, factors, n_starts, conventions, initial):
+    return mcd.fit_core(key, X, h, factors, n_starts, 10, 100, "robustbase" if conventions == "rrcov" else "bayeskit",
+                        initial)
+
+
 def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 10, *, n_directions: int = 250,
-        n_starts: int = 500, use_mcd: bool = True) -> FitResult:
+        n_starts: int = 500, use_mcd: bool = True, conventions: str = "bayeskit") -> FitResult:
     """ROBPCA with ``k`` components (static; see :func:`choose_k` and :func:`provisional`
-    for rrcov's choice). Jittable with k, alpha, k_max, n_directions, n_starts and use_mcd
-    static, and vmappable over keys and stacked data sets. alpha enters the compiled fit
-    only through h, a traced value: a new alpha compiles nothing.
+    for rrcov's choice). Jittable with k, alpha, k_max, n_directions, n_starts, use_mcd and
+    conventions static, and vmappable over keys and stacked data sets. alpha enters the
+    compiled fit only through h and the MCD's factors, traced values: a new alpha compiles
+    nothing. ``conventions="rrcov"``: rrcov's ``PcaHubert(X, k, k_max, alpha)`` (see the
+    module's docstring).
 
     Returns a :class:`~bayeskit.core.status.FitResult` whose state is the
     :class:`Solution` and whose objective is the criterion log det of the MCD in Step 3
@@ -241,12 +351,19 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
         check_int_in("k", k, 1, min(n - 1, p))
         check_int_in("k_max", k_max, 1)
         check_int_in("n_directions", n_directions, 1)
-    h = jnp.asarray(coverage(n, alpha, k_max), jnp.int32)
-    return _fit(key, jnp.asarray(X), k, h, k_max, n_directions, n_starts, use_mcd)
+    return _fit_planned(key, X, k, alpha, k_max, k, n_directions, n_starts, use_mcd, conventions)
+
+
+def _fit_planned(key, X, k, alpha, k_max, k_for_h, n_directions, n_starts, use_mcd, conventions) -> FitResult:
+    n, p = np.shape(X)
+    h, h_mcd, factors = _plan(n, p, alpha, k_max, k_for_h, k, use_mcd, conventions)
+    X = jnp.asarray(X)
+    return _fit(key, X, k, jnp.asarray(h, jnp.int32), jnp.asarray(h_mcd, jnp.int32), jnp.asarray(factors, X.dtype), k_max,
+                n_directions, n_starts, use_mcd, conventions)
 
 
 def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha: float = 0.75, k_max: int = 10, *,
-             n_directions: int = 250, n_starts: int = 500, use_mcd: bool = True) -> FitResult:
+             n_directions: int = 250, n_starts: int = 500, use_mcd: bool = True, conventions: str = "bayeskit") -> FitResult:
     """ROBPCA as a user runs it: k from ``n_components``, or chosen as rrcov's PcaHubert
     does (:func:`provisional` then :func:`choose_k`); after an exact fit (at least h points
     on a (k-1)-dimensional subspace of the k components) refit with k - 1 until the fit is
@@ -255,26 +372,29 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     X = check_matrix(X, min_rows=2)
     if np.all(X == X[0]):
         raise ValueError("all rows of X are equal: there is no spread to find components in.")
-    options = dict(n_directions=n_directions, n_starts=n_starts, use_mcd=use_mcd)
+    options = dict(n_directions=n_directions, n_starts=n_starts, use_mcd=use_mcd, conventions=conventions)
     if n_components is None:
         eigenvalues, rank = provisional(key, X, alpha, k_max, **options)
-        k = choose_k(np.asarray(eigenvalues), k_max, int(rank))
+        k = choose_k(np.asarray(eigenvalues), k_max, int(rank), conventions)
+        # rrcov's coverage of a chosen k stays that of min(k_max, rank)
+        k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k
     else:  # the rank of the centred data is at most min(n - 1, p); the fit computes it (Step 1)
         k = check_int_in("n_components", n_components, 1, min(X.shape[0] - 1, X.shape[1]))
+        k_for_h = k
     first = k
-    result = fit(key, X, k, alpha, k_max, **options)
+    result = _fit_planned(key, X, k, alpha, k_max, k_for_h, **options)
     if k > int(result.state.rank):
         raise ValueError(f"n_components must be at most {int(result.state.rank)}, the rank of the centred data; got {k}.")
     while bool(result.state.exact_fit) and k > 1:
         k -= 1
-        result = fit(key, X, k, alpha, k_max, **options)
+        result = _fit_planned(key, X, k, alpha, k_max, min(k_for_h, k), **options)
     return eqx.tree_at(lambda r: r.n_iter, result, jnp.asarray(first - k, jnp.int32))
 
 
-@partial(jax.jit, static_argnums=(2, 4, 5, 6, 7))
-def _fit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> FitResult:
+@partial(jax.jit, static_argnums=(2, 6, 7, 8, 9, 10))
+def _fit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions) -> FitResult:
     X, s = unit_scale(X)  # scale equivariance: fit X / s, then put s back
-    solution, log_det = _fit_unit(key, X, k, h, k_max, n_directions, n_starts, use_mcd)
+    solution, log_det = _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions)
     solution = in_units(solution, s)
     return solved(solution, log_det + 2 * k * jnp.log(s),
                   all_finite(solution.center, solution.components, solution.eigenvalues))
@@ -289,51 +409,55 @@ def in_units(solution: Solution, s) -> Solution:
                        (r.center * s, r.scores * s, r.orthogonal_distances * s, r.od_cutoff * s, r.eigenvalues * s * s))
 
 
-def _fit_unit(key, X, k, h, k_max, n_directions, n_starts, use_mcd) -> tuple[Solution, Array]:
+def _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions) -> tuple[Solution, Array]:
     n, p = X.shape
+    rrcov = conventions == "rrcov"
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        fitted = mcd.fit(k_mcd, Z, h, n_starts=n_starts)
+        fitted = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None)
         m = fitted.state
         values, vectors = descending_eigh(m.covariance)
         basis, centre = vectors[:, :k], m.location
         outl, reductions, exact = jnp.zeros(n, X.dtype), jnp.asarray(0), m.exact_fit
         values = values[:k]
     else:
-        H0, outl, reductions, Z = least_outlying(Z, *pairs(k_dir, n, n_directions), h)
+        H0, outl, reductions, Z = least_outlying(Z, *pairs(k_dir, n, n_directions, conventions), h, conventions)
         mu1, S0 = mcd.weighted_moments(Z, H0.astype(Z.dtype))
         E0 = descending_eigh(S0)[1][:, :k]
         od0 = _orthogonal_distances(Z, mu1, E0)
-        H1 = od0 <= _wilson_hilferty_cutoff(od0, h)
+        H1 = od0 <= _wilson_hilferty_cutoff(od0, h, "unimcd" if rrcov else "umcd")
+        if rrcov:  # rrcov reweights only when k is below the rank
+            H1 = jnp.where(k == rank, H0, H1)
         mu2, S1 = mcd.weighted_moments(Z, H1.astype(Z.dtype))
         S1_values, S1_vectors = descending_eigh(S1)
         V1 = S1_vectors[:, :k]
         Xk = (Z - mu2) @ V1
         # LIBRA's extra MCD candidate: the h points closest to 0 under diag(l_1..l_k) of S_1
-        initial = mcd.closest(jnp.sum(Xk**2 / jnp.maximum(S1_values[:k], jnp.finfo(X.dtype).tiny), 1), h)
-        fitted = mcd.fit(k_mcd, Xk, h, n_starts=n_starts, initial=initial)
+        initial = mcd.closest(jnp.sum(Xk**2 / jnp.maximum(S1_values[:k], jnp.finfo(X.dtype).tiny), 1), h_mcd)
+        fitted = _mcd(k_mcd, Xk, h_mcd, factors, n_starts, conventions, initial)
         m = fitted.state
         values, P = descending_eigh(m.covariance)
         basis, centre, exact = V1 @ P, mu2 + V1 @ m.location, m.exact_fit
     basis = basis * _sign_flip(V @ basis)
-    d = diagnostics(X, mu0 + V @ centre, V @ basis, values, h, rank)
+    d = diagnostics(X, mu0 + V @ centre, V @ basis, values, h, rank, "medmad" if rrcov else "umcd")
     solution = Solution(**{f: getattr(d, f) for f in Diagnostics.__dataclass_fields__}, eigenvalues=values,
                         outlyingness=outl, h=h, rank=rank, n_reductions=reductions, exact_fit=exact)
     return solution, fitted.objective
 
 
-def diagnostics(X, center, components, eigenvalues, h: int, rank) -> Diagnostics:
+def diagnostics(X, center, components, eigenvalues, h: int, rank, od_rule: str = "umcd") -> Diagnostics:
     """(3)-(4) for the rows of X under a PCA fit (``center``, orthonormal ``components`` (p,
-    k), ``eigenvalues`` (k,)), any PCA method's; the OD cutoff from h points. With k >= the
-    rank of the centred data the OD are 0 and never flag."""
+    k), ``eigenvalues`` (k,)), any PCA method's; the OD cutoff from h points (``od_rule``:
+    see :func:`_wilson_hilferty_cutoff`). With k >= the rank of the centred data the OD are
+    0 and never flag."""
     k = components.shape[1]
     R = X - center
     scores = R @ components
     sd = jnp.sqrt(jnp.sum(scores**2 / eigenvalues, 1))
     full_rank = rank <= k
     od = jnp.where(full_rank, 0.0, _orthogonal_distances(X, center, components))
-    od_cutoff = jnp.where(full_rank, 0.0, _wilson_hilferty_cutoff(od, h))
+    od_cutoff = jnp.where(full_rank, 0.0, _wilson_hilferty_cutoff(od, h, od_rule))
     sd_cutoff = jnp.sqrt(stats.chi2.ppf(CRITERION, k)).astype(X.dtype)
     labels = (sd > sd_cutoff).astype(jnp.int32) + 2 * (od > od_cutoff).astype(jnp.int32)
     return Diagnostics(center, components, scores, sd, od, sd_cutoff, od_cutoff, labels)
@@ -344,5 +468,6 @@ def _sign_flip(basis):
     return jnp.sign(basis[jnp.argmax(jnp.abs(basis), 0), jnp.arange(basis.shape[1])])
 
 
-__all__ = ["Solution", "Diagnostics", "LABELS", "fit", "fit_auto", "in_units", "diagnostics", "provisional", "choose_k", "coverage", "affine_span",
-           "pairs", "outlyingness",           "least_outlying", "low_dimensional"]
+__all__ = ["Solution", "Diagnostics", "LABELS", "CONVENTIONS", "fit", "fit_auto", "in_units", "diagnostics", "provisional",
+           "choose_k", "coverage", "affine_span", "pairs", "rrcov_pairs", "outlyingness", "reweighted_univariate_mcd",
+           "least_outlying", "low_dimensional"]
