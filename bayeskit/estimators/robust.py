@@ -104,15 +104,22 @@ class ROBPCA(TransformerMixin, BaseEstimator):
         k; None chooses it as rrcov's PcaHubert does (:func:`bayeskit.robust.robpca.choose_k`), from a
         first pass through Steps 1-2 (k is static, so the fit then runs once more with it).
     alpha : float in [0.5, 1]
-        Coverage: h = max(floor(alpha n), floor((n + k_max + 1) / 2)).
+        Coverage: h = max(floor(alpha n), floor((n + k_max + 1) / 2)) (rrcov's h(alpha; n, k)
+        under ``conventions="rrcov"``).
     k_max : int
         The largest k considered.
-    n_directions : int
-        Directions through pairs of points for the outlyingness (all pairs when fewer).
+    n_directions : int or None
+        Directions through pairs of points for the outlyingness (all pairs when fewer). None:
+        all pairs when there are at most 20000 (n <= 200), which makes the fit the same for
+        every ``random_state`` there; else 250 (rrcov's number).
     n_starts : int
         FAST-MCD's random starts.
     use_mcd : bool
         Low-dimensional data (rank at most min(n / 5, k_max)) go straight to the MCD.
+    conventions : "bayeskit" or "rrcov"
+        "rrcov": rrcov's ``PcaHubert(X, k, k_max, alpha)`` number for number (its fixed
+        directions, reweighted univariate MCD, coverage h(alpha; n, k), robustbase's MCD
+        factors and the MAD cutoff of the OD; :mod:`bayeskit.robust.robpca`).
     random_state : int, numpy RandomState or None
 
     Attributes
@@ -133,14 +140,15 @@ class ROBPCA(TransformerMixin, BaseEstimator):
     attributes are float64.
     """
 
-    def __init__(self, n_components=None, *, alpha=0.75, k_max=10, n_directions=250, n_starts=500, use_mcd=True,
-                 random_state=None):
+    def __init__(self, n_components=None, *, alpha=0.75, k_max=10, n_directions=None, n_starts=500, use_mcd=True,
+                 conventions="bayeskit", random_state=None):
         self.n_components = n_components
         self.alpha = alpha
         self.k_max = k_max
         self.n_directions = n_directions
         self.n_starts = n_starts
         self.use_mcd = use_mcd
+        self.conventions = conventions
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -148,11 +156,14 @@ class ROBPCA(TransformerMixin, BaseEstimator):
         X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("alpha", self.alpha)
         k_max = validation.check_int_in("k_max", self.k_max, 1)
-        validation.check_int_in("n_directions", self.n_directions, 1)
+        n_directions = (robpca.default_directions(X.shape[0]) if self.n_directions is None
+                        else validation.check_int_in("n_directions", self.n_directions, 1))
         validation.check_int_in("n_starts", self.n_starts, 1)
+        validation.check_choice("conventions", self.conventions, robpca.CONVENTIONS)
         X_unit, scale = unit_scale(X)  # on the host, before the cast to JAX's dtype can overflow
         result = robpca.fit_auto(_key(self.random_state), X_unit, self.n_components, float(self.alpha), k_max,
-                                 n_directions=int(self.n_directions), n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd))
+                                 n_directions=n_directions, n_starts=int(self.n_starts), use_mcd=bool(self.use_mcd),
+                                 conventions=self.conventions)
         with np.errstate(over="ignore"):
             r = robpca.in_units(_host(finish(result, "ROBPCA").state), scale)
         out_of_range(r.eigenvalues, scale, np.float64, "the eigenvalues")

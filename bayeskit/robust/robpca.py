@@ -169,6 +169,15 @@ def pairs(key, n: int, n_directions: int, conventions: str = "bayeskit") -> tupl
     return i, (i + jax.random.randint(k2, (n_directions,), 1, n)) % n
 
 
+ALL_PAIRS = 20_000
+
+
+def default_directions(n: int) -> int:
+    """The estimator's number of directions: all n(n - 1)/2 pairs when there are at most
+    ``ALL_PAIRS`` (the fit then does not depend on the key), else 250."""
+    return max(n * (n - 1) // 2, 1) if n * (n - 1) // 2 <= ALL_PAIRS else 250
+
+
 def unit_rows(v):
     """Each row scaled to unit length; zero rows stay zero."""
     norm = jnp.linalg.norm(v, axis=-1, keepdims=True)
@@ -468,6 +477,6 @@ def _sign_flip(basis):
     return jnp.sign(basis[jnp.argmax(jnp.abs(basis), 0), jnp.arange(basis.shape[1])])
 
 
-__all__ = ["Solution", "Diagnostics", "LABELS", "CONVENTIONS", "fit", "fit_auto", "in_units", "diagnostics", "provisional",
-           "choose_k", "coverage", "affine_span", "pairs", "rrcov_pairs", "outlyingness", "reweighted_univariate_mcd",
-           "least_outlying", "low_dimensional"]
+__all__ = ["Solution", "Diagnostics", "LABELS", "CONVENTIONS", "ALL_PAIRS", "fit", "fit_auto", "in_units", "diagnostics",
+           "provisional", "choose_k", "coverage", "affine_span", "pairs", "rrcov_pairs", "default_directions", "outlyingness",
+           "reweighted_univariate_mcd", "least_outlying", "low_dimensional"]

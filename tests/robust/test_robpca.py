@@ -111,6 +111,10 @@ def test_choice_of_k_as_rrcov():
     assert robpca.choose_k(np.array([10.0, 5.0, 1.0, 0.5, 0.001]), 10, 5) == 2  # 83% after two
     assert robpca.choose_k(np.array([10.0, 9.0, 8.0, 7.0, 1e-3]), 10, 5) == 4  # the ratio test stops at 1e-3
     assert robpca.choose_k(np.array([10.0, 9.0, 8.0, 7.0, 6.0]), 3, 5) == 3  # k_max
+    # rrcov counts the first small eigenvalue in (then the 80% rule applies)
+    assert robpca.choose_k(np.array([10.0, 9.0, 8.0, 7.0, 1e-3]), 10, 5, "rrcov") == 4
+    assert robpca.choose_k(np.array([10.0, 1e-3, 1e-4]), 10, 3) == 1
+    assert robpca.choose_k(np.array([10.0, 1e-3, 1e-4]), 10, 3, "rrcov") == 1  # 10 / 10.0011 > 80% after one
     X, *_ = _planted(seed=5)
     assert ROBPCA(random_state=0).fit(X).n_components_ == 2
 
@@ -154,3 +158,78 @@ def test_estimator_is_scale_equivariant_far_from_unit_scale(dtype, scale):
     np.testing.assert_allclose(got.eigenvalues_ / scale / scale, ref.eigenvalues_, rtol=1e-3)
     np.testing.assert_allclose(np.abs(got.components_), np.abs(ref.components_), atol=1e-3)
     np.testing.assert_allclose(got.scores_ / scale, ref.scores_, rtol=1e-3, atol=1e-3 * np.abs(ref.scores_).max())
+
+
+def _r_generator_pairs(n, count):
+    """rrcov's extradir (random branch) transcribed with its floating-point arithmetic: uniran's
+    seed <- floor(seed * 5761) + 999 reduced modulo 65536 by floor division, 1-based indices."""
+    seed, out = 0.0, []
+
+    def uniran(seed):
+        seed = np.floor(seed * 5761) + 999
+        quot = np.floor(seed / 65536)
+        seed = np.floor(seed) - np.floor(quot * 65536)
+        return seed, seed / 65536
+
+    for _ in range(count):
+        seed, u = uniran(seed)
+        a = np.floor(u * n) + 1
+        seed, u = uniran(seed)
+        b = np.floor(u * n) + 1
+        while b == a:
+            seed, u = uniran(seed)
+            b = np.floor(u * n) + 1
+        out.append((int(a) - 1, int(b) - 1))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("n", [23, 178, 1000])
+def test_rrcov_directions_follow_its_generator(n):
+    i, j = robpca.rrcov_pairs(n, 250)
+    np.testing.assert_array_equal(np.c_[i, j], _r_generator_pairs(n, 250))
+    assert np.all(i != j) and i.min() >= 0 and max(i.max(), j.max()) < n
+
+
+def test_reweighted_univariate_mcd_against_its_definition():
+    """rrcov's unimcd by brute force: the h-window of smallest variance among all windows of
+    the sorted data, the points within r_(h) chi2_{1,0.975} / chi2_{1,h/n} of its mean, their
+    mean and standard deviation."""
+    from scipy import stats
+
+    rng = np.random.default_rng(21)
+    y = np.r_[rng.normal(size=40), rng.normal(size=9) + 7]
+    for h in (25, 37, 49):
+        s = np.sort(y)
+        j = int(np.argmin([np.var(s[a:a + h]) for a in range(len(y) - h + 1)]))
+        r = (y - s[j:j + h].mean()) ** 2
+        w = r < np.sort(r)[h - 1] / stats.chi2.ppf(h / len(y), 1) * stats.chi2.ppf(0.975, 1)
+        expected = (y.mean(), y.std(ddof=1)) if h == len(y) else (y[w].mean(), y[w].std(ddof=1))
+        np.testing.assert_allclose(robpca.reweighted_univariate_mcd(jax.numpy.asarray(y), h), expected, rtol=1e-10)
+
+
+def test_rrcov_conventions_are_deterministic_and_find_the_planted_structure():
+    """Under rrcov's conventions the directions are fixed, so two keys give the same fit
+    (n(n - 1)/2 > 250 pairs); the fit finds the planted subspace and outliers; its OD cutoff
+    is the median/MAD rule (4) of OD^(2/3)."""
+    X, basis, good, orth, bad = _planted(n=120, p=10, seed=8)
+    a, b = (robpca.fit(jax.random.key(s), X, 2, conventions="rrcov", use_mcd=False).state for s in (0, 1))
+    np.testing.assert_allclose(a.components, b.components, atol=1e-10)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert np.linalg.svd(basis.T @ np.asarray(a.components), compute_uv=False).min() > 0.999
+    labels = np.asarray(a.labels)
+    assert np.all(labels[orth] >= 2) and np.all(labels[bad] == 3) and np.all(labels[good] % 2 == 1)
+    y = np.asarray(a.orthogonal_distances) ** (2 / 3)
+    cutoff = (np.median(y) + median_abs_deviation(y, scale="normal") * 1.959963984540054) ** 1.5
+    assert float(a.od_cutoff) == pytest.approx(cutoff, rel=1e-10)
+    assert int(a.h) == robpca.mcd.h_alpha_n(0.75, 120, 2)
+
+
+def test_estimator_uses_all_pairs_on_small_data():
+    """With n_directions=None every pair is a direction for n <= 200: the fit does not depend
+    on random_state."""
+    X, *_ = _planted(n=90, p=8, seed=9)
+    fits = [ROBPCA(n_components=2, random_state=s).fit(X) for s in (0, 1)]
+    np.testing.assert_allclose(fits[0].components_, fits[1].components_, atol=1e-10)
+    assert robpca.default_directions(200) == 19900 and robpca.default_directions(201) == 250
+    with pytest.raises(ValueError, match="conventions"):
+        ROBPCA(conventions="R").fit(X)
