@@ -29,9 +29,13 @@ class MinCovDet(BaseEstimator):
     Parameters
     ----------
     support_fraction : float in [0.5, 1] or None
-        h = max(floor(support_fraction n), (n + p + 1) // 2); None: (n + p + 1) // 2.
+        h = max(floor(support_fraction n), (n + p + 1) // 2); None: (n + p + 1) // 2. Under
+        ``conventions="robustbase"`` it is covMcd's alpha (None: 0.5) and h = h(alpha; n, p).
     n_starts : int
         Random elemental starts (vmapped).
+    conventions : "bayeskit" or "robustbase"
+        "robustbase": R's ``covMcd(X, alpha)`` number for number: its h, its small-sample
+        correction factors and divisors (:mod:`bayeskit.robust.mcd`, (4)).
     random_state : int, numpy RandomState or None
 
     Attributes
@@ -49,9 +53,10 @@ class MinCovDet(BaseEstimator):
     attributes are float64. A covariance beyond float64's range is refused.
     """
 
-    def __init__(self, *, support_fraction=None, n_starts=500, random_state=None):
+    def __init__(self, *, support_fraction=None, n_starts=500, conventions="bayeskit", random_state=None):
         self.support_fraction = support_fraction
         self.n_starts = n_starts
+        self.conventions = conventions
         self.random_state = random_state
 
     def fit(self, X, y=None):
@@ -59,10 +64,17 @@ class MinCovDet(BaseEstimator):
         X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("support_fraction", self.support_fraction)
         validation.check_int_in("n_starts", self.n_starts, 1)
+        validation.check_choice("conventions", self.conventions, mcd.CONVENTIONS)
         n, p = X.shape
-        h = mcd.default_h(n, p) if self.support_fraction is None else mcd.h_from_alpha(self.support_fraction, n, p)
+        if self.conventions == "robustbase":
+            alpha = 0.5 if self.support_fraction is None else float(self.support_fraction)
+            h = mcd.h_alpha_n(alpha, n, p)
+        else:
+            alpha = None
+            h = mcd.default_h(n, p) if self.support_fraction is None else mcd.h_from_alpha(self.support_fraction, n, p)
         X_unit, scale = unit_scale(X)  # on the host, before the cast to JAX's dtype can overflow
-        result = finish(mcd.fit(_key(self.random_state), X_unit, h, n_starts=int(self.n_starts)), "MinCovDet")
+        result = finish(mcd.fit(_key(self.random_state), X_unit, None if alpha is not None else h, alpha=alpha,
+                                n_starts=int(self.n_starts), conventions=self.conventions), "MinCovDet")
         with np.errstate(over="ignore"):
             r = mcd.in_units(_host(result.state), scale)
         out_of_range(r.covariance, scale, np.float64, "the covariance")

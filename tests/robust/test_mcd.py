@@ -264,3 +264,16 @@ def test_robustbase_reweighting_recomputed_from_the_raw_subset():
     np.testing.assert_array_equal(np.asarray(r.support), w)
     np.testing.assert_allclose(r.location, X[w].mean(0), rtol=1e-10)
     np.testing.assert_allclose(r.covariance, c_rew * np.cov(X[w].T), rtol=1e-7)
+
+
+def test_estimator_takes_robustbase_conventions():
+    """MinCovDet(conventions="robustbase", support_fraction=alpha) is the functional fit under
+    robustbase's conventions (h(alpha; n, p), factors (4)); a bad convention is refused."""
+    X = _contaminated(n=90, p=3, fraction=0.1, seed=15)
+    est = MinCovDet(support_fraction=0.75, conventions="robustbase", random_state=0).fit(X)
+    ref = mcd.fit(jax.random.key(0), X, conventions="robustbase", alpha=0.75).state
+    assert est.h_ == mcd.h_alpha_n(0.75, 90, 3) == int(np.asarray(ref.raw_support).sum())
+    np.testing.assert_array_equal(est.raw_support_, np.asarray(ref.raw_support))
+    np.testing.assert_allclose(est.covariance_, np.asarray(ref.covariance), rtol=1e-8)
+    with pytest.raises(ValueError, match="conventions"):
+        MinCovDet(conventions="R").fit(X)
