@@ -159,6 +159,9 @@ def main(argv=None) -> None:
         if X.shape[0] > X.shape[1] + 1:
             row["mcd"] = mcd_rows(X, args.seeds)
         out["data"][name] = row
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(out, indent=2, default=float))  # what is done so far
+        jax.clear_caches()  # every data set compiles anew; without this LLVM runs out of memory maps
         rp = row["robpca"]
         mine = rp["bayeskit_rrcov_conventions"]
         print(f"{name} ({X.shape[0]} x {X.shape[1]}): ROBPCA k {sorted({r['k'] for r in rp['rrcov']})} (rrcov, "

@@ -170,6 +170,12 @@ def rows_robpca(d):
             out.append(row(f"ROBPCA {r['data']}", r["bayeskit"]["seconds"], "R rrcov PcaHubert", r["rrcov"]["seconds"],
                            f"largest angle {r['largest_angle_degrees']:.1f} deg, flags agree {100 * r['flag_agreement']:.0f}%",
                            r["bayeskit"].get("compile_seconds")))
+        c = r.get("bayeskit_rrcov_conventions")
+        if c:
+            out.append(row(f"ROBPCA {r['data']}, conventions='rrcov'", c["seconds"], "R rrcov PcaHubert",
+                           r["rrcov"]["seconds"], f"largest angle {c['largest_angle_degrees']:.2g} deg, eigenvalues within "
+                           f"{100 * c['eigenvalues_relative']:.2g}%, flags agree {100 * c['flag_agreement']:.0f}%",
+                           c.get("compile_seconds")))
     rep = d.get("replications")
     if rep:
         out.append(row(f"ROBPCA, {rep['n_replications']} vmapped replications (n = 100, p = 4)", rep["seconds"],
