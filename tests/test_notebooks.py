@@ -165,7 +165,7 @@ def test_sparse_bayes_notebook_runs(tmp_path, monkeypatch):
 RCA_HSIC_NOTEBOOK = ROOT / "notebooks" / "rca_hsic.ipynb"
 # plain floats (the parameters cell gets their repr); penalties large enough for EM/RCA to converge fast
 RCA_HSIC_SMALL = {"ALPHAS": (0.04, 1.0, 5.0, 25.0), "SACHS_ALPHAS": tuple(5.0**k for k in range(-7, 1)),
-                  "HSIC_N": 100, "N_DATASETS": 50, "N_PERMUTATIONS": 200}
+                  "HSIC_N": 100, "N_DATASETS": 30, "N_PERMUTATIONS": 100}
 
 
 def test_rca_hsic_notebook_stored_clean():
@@ -218,7 +218,7 @@ def test_rca_hsic_notebook_runs(tmp_path, monkeypatch):
 
 
 ROBUST_SPARSE_NOTEBOOK = ROOT / "notebooks" / "robust_sparse_pca.ipynb"
-ROBUST_SPARSE_SMALL = {"N_STARTS": 100, "N_REPLICATIONS": 20, "N_DOCUMENTS": 1500, "N_WORDS": 5000}
+ROBUST_SPARSE_SMALL = {"N_STARTS": 50, "N_REPLICATIONS": 10, "N_DOCUMENTS": 1500, "N_WORDS": 5000}
 
 
 def test_robust_sparse_pca_notebook_stored_clean():

@@ -82,6 +82,7 @@ REWEIGHT_QUANTILE = 0.975
 CONVENTIONS = ("bayeskit", "robustbase")
 SINGULAR = 1e-6  # S is singular when a Cholesky pivot is below this times the largest standard deviation
 NESTED_ABOVE, MERGED_SIZE, SUBSET_SIZE, MAX_SUBSETS = 600, 1500, 300, 5  # the paper's nested scheme
+EXCHANGES_UP_TO = 600  # exchanges (6) cost O(n^2) per step
 
 
 class MCD(eqx.Module):
@@ -382,7 +383,7 @@ def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) 
     candidates = _candidates(key, X, h, n_starts, n_best)
     if initial is not None:
         candidates = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), candidates, subset(X, initial))
-    refined = jax.vmap(lambda s: refine(X, s, h, max_steps, swaps=n <= NESTED_ABOVE))(candidates)
+    refined = jax.vmap(lambda s: refine(X, s, h, max_steps, swaps=n <= EXCHANGES_UP_TO))(candidates)
     return jax.tree.map(lambda a: a[jnp.argmin(refined.log_det)], refined)
 
 
