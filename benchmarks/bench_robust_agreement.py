@@ -47,6 +47,9 @@ import peers_r  # noqa: E402
 R_DATA = ("hbk", "milk", "bushfire", "wood", "pulpfiber", "aircraft", "coleman", "salinity", "toxicity", "olitos",
           "bus", "fish", "un86", "machines")
 SKLEARN_DATA = ("wine", "iris", "breast_cancer", "diabetes")
+# diabetes (an exact fit: 235 of 442 points share the binary sex column's value, more than h = 226) runs
+# FAST-MCD's 500 starts for more than 15 minutes; it is left out of the default run until that is fixed
+DEFAULT_DATA = R_DATA + ("wine", "iris", "breast_cancer")
 ANGLE_DEGREES, EIGEN_RELATIVE = 1.0, 0.01
 MCD_SETTINGS = ((500, 10), (1000, 20))
 
@@ -142,7 +145,7 @@ def mcd_rows(X: np.ndarray, seeds: int) -> dict:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", nargs="+", choices=R_DATA + SKLEARN_DATA, default=list(R_DATA + SKLEARN_DATA))
+    parser.add_argument("--data", nargs="+", choices=R_DATA + SKLEARN_DATA, default=list(DEFAULT_DATA))
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "robust_agreement.json"))
     args = parser.parse_args(argv)
