@@ -175,7 +175,7 @@ ALL_PAIRS = 20_000
 def default_directions(n: int) -> int:
     """The estimator's number of directions: all n(n - 1)/2 pairs when there are at most
     ``ALL_PAIRS`` (the fit then does not depend on the key), else 250."""
-    return max(n * (n - 1) // 2, 1) if n * (n - 1) // 2 <= ALL_PAIRS else 250
+    return n * (n - 1) // 2 if n * (n - 1) // 2 <= ALL_PAIRS else 250
 
 
 def unit_rows(v):
@@ -386,7 +386,7 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
         eigenvalues, rank = provisional(key, X, alpha, k_max, **options)
         k = choose_k(np.asarray(eigenvalues), k_max, int(rank), conventions)
         # rrcov's coverage of a chosen k stays that of min(k_max, rank)
-        k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k
+        k_for_h = min(k_max, int(rank)) if conventions == "rrcov" else k
     else:  # the rank of the centred data is at most min(n - 1, p); the fit computes it (Step 1)
         k = check_int_in("n_components", n_components, 1, min(X.shape[0] - 1, X.shape[1]))
         k_for_h = k
