@@ -38,10 +38,12 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
     gate_samples : int, default=2
         Bartlett draws per gate sub-step.
     gate : {"stochastic", "projection"}, default="stochastic"
-    lp_sense : {"max", "min", "softmax"}, default="max"
+    lp_sense : {"softmax", "max", "min"}, default="softmax"
     s_schedule : {"resolve", "literal"}, default="resolve"
     init : {"agglomerative", "kmeans++"}, default="agglomerative"
-    kappa0, nu0, sigma0, eta0, lambda0 : priors (see :class:`bayeskit.density.sbmoe.Hyperparams`).
+    kappa0, nu0, sigma0, expert_width, eta0, lambda0, eta_q : priors and the degrees of freedom
+        of q(Lambda); the defaults are the library's, not the paper's (see
+        :class:`bayeskit.density.sbmoe.Hyperparams`, whose ``paper()`` lists the paper's).
     n_gate, n_draws : int, default=100
         Draws of q(Lambda) (K_g) and of the experts (K_e) in the predictive mixture.
     n_init : int, default=1
@@ -68,14 +70,16 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         random_state=None,
         gate_samples=2,
         gate="stochastic",
-        lp_sense="max",
+        lp_sense="softmax",
         s_schedule="resolve",
         init="agglomerative",
         kappa0=0.01,
-        nu0=None,
+        nu0=50.0,
         sigma0=None,
+        expert_width=0.25,
         eta0=None,
-        lambda0=None,
+        lambda0=30.0,
+        eta_q=1000.0,
         n_gate=100,
         n_draws=100,
         n_init=1,
@@ -94,8 +98,10 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         self.kappa0 = kappa0
         self.nu0 = nu0
         self.sigma0 = sigma0
+        self.expert_width = expert_width
         self.eta0 = eta0
         self.lambda0 = lambda0
+        self.eta_q = eta_q
         self.n_gate = n_gate
         self.n_draws = n_draws
         self.n_init = n_init
@@ -121,8 +127,10 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
             kappa0=self.kappa0,
             nu0=self.nu0,
             sigma0=self.sigma0,
+            expert_width=self.expert_width,
             eta0=self.eta0,
             lambda0=self.lambda0,
+            eta_q=self.eta_q,
         )
 
     def fit(self, X, Y):
@@ -148,7 +156,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         self.n_iter_ = int(best.n_iter)
         self.elbo_trace_ = np.asarray(best.trace)[: self.n_iter_]
         L = np.asarray(best.state.gate.L)
-        self.metric_ = float(hp.priors(X.shape[1], Y2.shape[1], X_j.dtype).eta0) * L @ L.T
+        self.metric_ = float(hp.priors(X.shape[1], Y2.shape[1], X_j.dtype).eta_q) * L @ L.T
         return self
 
     def _check_X(self, X):

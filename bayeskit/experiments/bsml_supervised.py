@@ -14,13 +14,11 @@ and a rerun into the same folder with the same settings keeps the finished entri
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from bayeskit.datasets import load_mulan
 from bayeskit.experiments.common import (
     METRICS,
     PROJECTIONS,
+    earlier_results,
     fit_bsml,
     fit_probit,
     fit_projection_probit,
@@ -44,21 +42,10 @@ def _settings(quick: bool):
     return grid, 500
 
 
-def _finished(out_dir, settings: dict) -> dict:
-    """Results of an earlier run into ``out_dir`` with the same settings, else {}."""
-    path = Path(out_dir) / f"{NAME}.json"
-    if not path.exists():
-        return {}
-    earlier = json.loads(path.read_text())
-    if any(earlier.get(k) != v for k, v in settings.items()):
-        return {}
-    return earlier["results"]
-
-
 def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     grid, max_iter = _settings(quick)
     settings = {"experiment": NAME, "quick": quick, "max_iter": max_iter, "seed": seed}
-    results = _finished(out_dir, settings)
+    results = earlier_results(out_dir, NAME, settings)
     payload = {**settings, "complete": False, "results": results}
     for name, ranks in grid.items():
         X_train, Y_train, X_test, Y_test = load_mulan(name)

@@ -88,6 +88,19 @@ def print_table(title: str, header: list[str], rows: list[list]) -> str:
     return text
 
 
+def earlier_results(out_dir: str | os.PathLike, name: str, settings: dict) -> dict:
+    """The ``results`` of an earlier run of experiment ``name`` into ``out_dir`` whose
+    payload has every key of ``settings`` equal, else {}: a long run started again keeps
+    what it finished."""
+    path = Path(out_dir) / f"{name}.json"
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    if any(earlier.get(k) != json.loads(json.dumps(v, default=float)) for k, v in settings.items()):
+        return {}
+    return earlier["results"]
+
+
 def write_json(out_dir: str | os.PathLike, name: str, payload: dict) -> Path:
     path = Path(out_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

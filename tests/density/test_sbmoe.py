@@ -221,13 +221,47 @@ def test_kl_experts_and_expected_loglik_against_monte_carlo():
 
 
 def test_kl_gate_is_zero_at_the_prior_and_positive_elsewhere():
-    priors = sbmoe.Hyperparams(n_experts=1).priors(3, 1, jnp.float64)
+    priors = sbmoe.Hyperparams.paper(n_experts=1).priors(3, 1, jnp.float64)
+    assert float(priors.eta_q) == float(priors.eta0)
     L0 = jnp.linalg.cholesky(jnp.linalg.inv(priors.lambda0_inv))
     assert float(sbmoe.kl_gate(L0, priors)) == pytest.approx(0.0, abs=1e-12)
     assert float(sbmoe.kl_gate(1.3 * L0, priors)) > 0
     V0 = jnp.linalg.inv(priors.lambda0_inv)
     L1 = 1.3 * L0
     assert float(sbmoe.kl_gate(L1, priors)) == pytest.approx(float(sbmoe.kl_wishart(L1 @ L1.T, priors.eta0, V0, priors.eta0)), rel=1e-10)
+
+
+def test_kl_gate_with_its_own_degrees_of_freedom_against_the_closed_form():
+    """q(Lambda) = W(L L', eta_q) against W(Lambda0, eta0), eta_q != eta0: the L-dependent part is
+    -eta0 log det L + eta_q/2 tr(Lambda0^-1 L L'), and the initial factor has the prior's mean."""
+    hp = sbmoe.Hyperparams(n_experts=1, eta_q=40.0, lambda0=3.0)
+    priors = hp.priors(2, 1, jnp.float64)
+    X, Y = sbmoe_synthetic_1d(jax.random.key(0), 20)
+    state = sbmoe.init(jax.random.key(0), sbmoe.prepare(X, Y), priors, hp, sbmoe.DEFAULT_OPTIMIZER, jnp.zeros(20, jnp.int32))
+    L0 = state.gate.L
+    np.testing.assert_allclose(40.0 * L0 @ L0.T, 3.0 * np.eye(2), rtol=1e-12)
+    part = lambda L: -4.0 * jnp.sum(jnp.log(jnp.diagonal(L))) + 20.0 * jnp.sum(L * (priors.lambda0_inv @ L))
+    L1 = jnp.array([[0.4, 0.0], [0.1, 0.2]])
+    assert float(sbmoe.kl_gate(L1, priors) - sbmoe.kl_gate(L0, priors)) == pytest.approx(float(part(L1) - part(L0)), rel=1e-10)
+
+
+def test_gate_loss_is_minus_the_l_dependent_part_of_the_elbo(rng):
+    """N F(L) + [gate terms of the ELBO] does not depend on L, with the same Monte Carlo draws."""
+    hp = sbmoe.Hyperparams(n_experts=2, eta_q=60.0)
+    X = jnp.asarray(rng.normal(size=(30, 2)))
+    priors = hp.priors(2, 1, jnp.float64)
+    M = rng.normal(size=(2, 2))
+    s_omega = jnp.asarray(M @ M.T)
+    key = jax.random.key(3)
+
+    def total(L):
+        params = sbmoe.GateParams.from_factor(L)
+        elbo_part = (-0.5 * priors.eta_q * jnp.sum(L * (s_omega @ L)) - sbmoe.kl_gate(L, priors)
+                     - sbmoe.gate.expected_log_normaliser(key, X, L, priors.eta_q, 3))
+        return float(30 * sbmoe.gate_loss(params, key, X, s_omega, priors, 3, None) + elbo_part)
+
+    values = [total(jnp.array([[a, 0.0], [b, c]])) for a, b, c in ((0.1, 0.0, 0.1), (0.3, -0.05, 0.2), (0.05, 0.02, 0.4))]
+    np.testing.assert_allclose(values, values[0], rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- updates and ELBO
@@ -274,9 +308,9 @@ def test_monitor_identity_after_the_estep(small_fit):
     s = jax.nn.softmax(A, axis=1)
     B = sbmoe.linearised_b(A, s, False)
     L = state.gate.L
-    e = sbmoe.estep(A, B, sbmoe.gate_logits(state.data.X, L, priors.eta0), state.data.X)
+    e = sbmoe.estep(A, B, sbmoe.gate_logits(state.data.X, L, priors.eta_q), state.data.X)
     t1 = jnp.sum(e.a * A) + jnp.sum(e.b * B)
-    t2 = -0.5 * priors.eta0 * jnp.sum(L * (e.s_omega @ L))
+    t2 = -0.5 * priors.eta_q * jnp.sum(L * (e.s_omega @ L))
     assert float(t1 + t2 + e.entropy) == pytest.approx(float(jnp.sum(e.log_z)), rel=1e-10)
 
 
@@ -424,3 +458,79 @@ def test_awkward_float32_data_fits_without_nan(rng):
     assert np.all(np.isfinite(mix.mean)) and np.allclose(mix.mean, 2.5, atol=0.2)
     np.testing.assert_array_equal(X, X_before)
     np.testing.assert_array_equal(Y, Y_before)
+
+
+# ----------------------------------------------------------------------------- the gate localises
+
+
+def two_regimes(key, n):
+    """y | x ~ N(-1.5, 0.25^2) for x < 0.5 and an even mixture of N(0.5, 0.25^2) and
+    N(1.5, 0.25^2) above: the true conditional changes abruptly at x = 0.5."""
+    k1, k2, k3 = jax.random.split(key, 3)
+    x = jax.random.uniform(k1, (n, 1))
+    mean = jnp.where(x < 0.5, -1.5, jnp.where(jax.random.bernoulli(k2, 0.5, (n, 1)), 0.5, 1.5))
+    return x, mean + 0.25 * jax.random.normal(k3, (n, 1))
+
+
+def two_regimes_logpdf(x, y):
+    norm = lambda y, m: stats.norm(m, 0.25).logpdf(y)
+    return norm(y, -1.5) if x < 0.5 else np.logaddexp(norm(y, 0.5), norm(y, 1.5)) - np.log(2)
+
+
+@pytest.fixture(scope="module")
+def two_regime_fit():
+    """Started from a broad gate (E[Lambda] = I a priori, about the whole input range)."""
+    X, Y = two_regimes(jax.random.key(30), 300)
+    hp = sbmoe.Hyperparams(n_experts=8, gate_steps=20, lambda0=1.0)
+    return X, Y, hp, sbmoe.fit(jax.random.key(31), X, Y, hp, max_iter=8)
+
+
+def test_gate_neighbourhood_shrinks_over_sweeps(two_regime_fit):
+    _, _, _, result = two_regime_fit
+    trail = np.asarray(result.state.neighbourhood)
+    assert np.all(np.isfinite(trail)) and trail.shape == (8,)
+    assert np.all(np.diff(trail) < 0) and trail[-1] < 0.6 * trail[0], trail
+
+
+@pytest.mark.parametrize("x", [0.2, 0.8])
+def test_predictive_beats_an_input_independent_mixture(two_regime_fit, x):
+    """Exact KL(truth || model) at a held-out x, by Monte Carlo over draws of the truth: the
+    model with the learned gate against a Gaussian mixture of y alone (same C, scikit-learn)."""
+    from sklearn.mixture import GaussianMixture
+
+    _, Y, hp, result = two_regime_fit
+    xs, y = map(np.asarray, two_regimes(jax.random.key(32), 20_000))
+    y = y[(xs[:, 0] < 0.5) == (x < 0.5)][:3000]
+    log_p = two_regimes_logpdf(x, y[:, 0])
+    mix = sbmoe.predictive(jax.random.key(33), result.state, jnp.array([[x]]), hp, n_gate=30, n_draws=30)
+    log_q = np.asarray(mix.log_prob(jnp.asarray(y)[:, None, :]))[:, 0]
+    flat = GaussianMixture(8, random_state=0).fit(np.asarray(Y)).score_samples(y)
+    kl_model, kl_flat = np.mean(log_p - log_q), np.mean(log_p - flat)
+    assert kl_model < 0.5 * kl_flat, (kl_model, kl_flat)
+
+
+def test_plug_in_predictive_is_the_mixture_at_the_posterior_means(two_regime_fit):
+    X, _, hp, result = two_regime_fit
+    state = result.state
+    mix = sbmoe.predictive(jax.random.key(0), state, X[:3], hp, plug_in=True)
+    data, e = state.data, state.experts
+    priors = hp.priors(1, 1, jnp.float64)
+    xs = (np.asarray(X[:3]) - np.asarray(data.x_shift)) / np.asarray(data.x_scale)
+    d = (xs - np.asarray(data.X).T) ** 2 * float(priors.eta_q) * float(state.gate.L[0, 0]) ** 2
+    g = np.exp(-0.5 * d - (-0.5 * d).max(1, keepdims=True))
+    g /= g.sum(1, keepdims=True)
+    var = np.asarray(e.psi[:, 0, 0] / (e.nu - 2))
+    lg = stats.norm(np.asarray(e.m[:, 0]), np.sqrt(var)).logpdf(np.asarray(data.Y))
+    gamma = np.exp(lg - lg.max(1, keepdims=True))
+    gamma /= gamma.sum(1, keepdims=True)
+    np.testing.assert_allclose(np.exp(np.asarray(mix.log_weights)), g @ gamma, atol=1e-9)
+    np.testing.assert_allclose(np.asarray(mix.means)[:, 0], np.asarray(data.y_shift + data.y_scale * e.m[:, 0]), rtol=1e-12)
+
+
+def test_no_expert_takes_more_than_a_quarter_of_the_points():
+    X, Y = sbmoe_synthetic_1d(jax.random.key(40), 400)
+    hp = sbmoe.Hyperparams(n_experts=16, gate_steps=10)
+    result = sbmoe.fit(jax.random.key(41), X, Y, hp, max_iter=6)
+    share = np.asarray(result.state.experts.nu - hp.priors(2, 1, jnp.float64).nu0) / 400
+    assert share.sum() == pytest.approx(1.0, abs=0.05)
+    assert share.max() < 0.25, share

@@ -39,4 +39,6 @@ def test_other_settings_start_afresh(tmp_path, monkeypatch):
     monkeypatch.setattr(bsml_supervised, "_settings", _tiny_settings)
     (tmp_path / "bsml_supervised.json").write_text(json.dumps(
         {"experiment": "bsml_supervised", "quick": True, "max_iter": 3, "seed": 1, "results": {"emotions": {}}}))
-    assert bsml_supervised._finished(tmp_path, {"experiment": "bsml_supervised", "quick": True, "max_iter": 3, "seed": 0}) == {}
+    earlier = lambda settings: bsml_supervised.earlier_results(tmp_path, "bsml_supervised", settings)
+    assert earlier({"experiment": "bsml_supervised", "quick": True, "max_iter": 3, "seed": 0}) == {}
+    assert earlier({"quick": True, "max_iter": 3, "seed": 1}) == {"emotions": {}}

@@ -36,11 +36,12 @@ class EStep(eqx.Module):
     entropy: Array
 
 
-def gate_logits(X: Float[Array, "n dx"], L: Float[Array, "dx dx"], eta0: Array) -> Float[Array, "n n"]:
-    """``G[n, m] = -eta0/2 (x_n - x_m)' L L' (x_n - x_m)``, ``-inf`` on the diagonal."""
+def gate_logits(X: Float[Array, "n dx"], L: Float[Array, "dx dx"], dof: Array) -> Float[Array, "n n"]:
+    """``G[n, m] = -1/2 E[d_Lambda(x_n, x_m)] = -dof/2 (x_n - x_m)' L L' (x_n - x_m)`` under
+    ``q(Lambda) = W(L L', dof)``, ``-inf`` on the diagonal."""
     n = X.shape[0]
     d = pairwise_sqdist(X @ L)
-    return jnp.where(jnp.eye(n, dtype=bool), -jnp.inf, -0.5 * eta0 * d)
+    return jnp.where(jnp.eye(n, dtype=bool), -jnp.inf, -0.5 * dof * d)
 
 
 def scatter(weights: Float[Array, "n n"], X: Float[Array, "n dx"]) -> Float[Array, "dx dx"]:

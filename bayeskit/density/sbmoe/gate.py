@@ -1,16 +1,18 @@
-"""M-step II: the gate's factor q(Lambda) = W(L L', eta0).
+"""M-step II: the gate's factor q(Lambda) = W(L L', eta_q).
 
 Proposition 4 (the paper's experiments) minimises, over the Cholesky factor ``L``,
 
     F(L) = -eta0 log det L + sum_n E_A LSE_{m != n}(-1/2 ||(x_n - x_m)' L A||^2)
-           + eta0/2 tr(L' (Lambda0^-1 + S_Omega) L)
+           + eta_q/2 tr(L' (Lambda0^-1 + S_Omega) L)
 
-(minus the L-dependent part of the ELBO) with an optax optimiser, the expectation over
-the Bartlett factor ``A`` (``Lambda = L A A' L'``) by Monte Carlo; only the log-sum-exp
-needs sampling, since ``E[Lambda] = eta0 L L'``. ``L`` is parameterised by its strict
+(minus the L-dependent part of the ELBO; the first and last terms come from
+``-KL(W(L L', eta_q) || W(Lambda0, eta0))`` and the E-step's gate term, and the paper
+has eta_q = eta0) with an optax optimiser, the expectation over the Bartlett factor
+``A`` with eta_q degrees of freedom (``Lambda = L A A' L'``) by Monte Carlo; only the
+log-sum-exp needs sampling, since ``E[Lambda] = eta_q L L'``. ``L`` is parameterised by its strict
 lower triangle and the logarithm of its diagonal, so ``log det L = sum(log_diag)``.
 
-Proposition 3 sets ``(L L')^-1 = Lambda0^-1 + sum (Omega - t) (x_n - x_m)(x_n - x_m)'``
+Proposition 3 sets ``(L L')^-1 = eta_q / eta0 [Lambda0^-1 + sum (Omega - t) (x_n - x_m)(x_n - x_m)']``
 with ``t`` the softmax tangent of the gate at the current mean precision; it is damped
 in the natural parameter and its eigenvalues are floored.
 """
@@ -83,9 +85,10 @@ def gate_log_normaliser(X: Array, M: Array, chunk: int | None) -> Array:
     return jnp.sum(jax.lax.map(lambda args: block(*args), (Z_pad, rows)))
 
 
-def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, eta0: Array, n_samples: int, chunk: int | None = None) -> Array:
-    """Monte Carlo estimate of ``sum_n E_q LSE_{m != n}(-1/2 d_Lambda(x_n, x_m))``."""
-    A = bartlett(key, L.shape[0], eta0, n_samples, L.dtype)
+def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, dof: Array, n_samples: int, chunk: int | None = None) -> Array:
+    """Monte Carlo estimate of ``sum_n E_q LSE_{m != n}(-1/2 d_Lambda(x_n, x_m))`` under
+    ``q(Lambda) = W(L L', dof)``."""
+    A = bartlett(key, L.shape[0], dof, n_samples, L.dtype)
     return jnp.mean(jax.vmap(lambda a: gate_log_normaliser(X, L @ a, chunk))(A))
 
 
@@ -95,8 +98,8 @@ def gate_loss(params: GateParams, key: PRNGKeyArray, X: Array, s_omega: Array, p
     total = priors.lambda0_inv + s_omega
     F = (
         -priors.eta0 * jnp.sum(params.log_diag)
-        + expected_log_normaliser(key, X, L, priors.eta0, n_samples, chunk)
-        + 0.5 * priors.eta0 * jnp.sum(L * (total @ L))
+        + expected_log_normaliser(key, X, L, priors.eta_q, n_samples, chunk)
+        + 0.5 * priors.eta_q * jnp.sum(L * (total @ L))
     )
     return F / X.shape[0]
 
@@ -131,12 +134,13 @@ def projection_update(L: Array, X: Array, s_omega: Array, priors: Priors) -> tup
     """Proposition 3 with the softmax tangent ``t``, damping and an eigenvalue floor.
 
     Returns the new factor and whether the floor was hit."""
-    t = jax.nn.softmax(gate_logits(X, L, priors.eta0), axis=1)
-    target = priors.lambda0_inv + s_omega - scatter(t, X)
+    t = jax.nn.softmax(gate_logits(X, L, priors.eta_q), axis=1)
+    ratio = priors.eta_q / priors.eta0
+    target = ratio * (priors.lambda0_inv + s_omega - scatter(t, X))
     current = jnp.linalg.inv(L @ L.T)
     natural = (1 - priors.damping) * current + priors.damping * target
     w, U = jnp.linalg.eigh(0.5 * (natural + natural.T))
-    floor = priors.floor * jnp.max(jnp.linalg.eigvalsh(priors.lambda0_inv))
+    floor = priors.floor * ratio * jnp.max(jnp.linalg.eigvalsh(priors.lambda0_inv))
     floored = jnp.any(w < floor)
     V = (U / jnp.maximum(w, floor)) @ U.T
     return jnp.linalg.cholesky(0.5 * (V + V.T)), floored

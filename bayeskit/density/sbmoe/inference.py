@@ -14,7 +14,7 @@ omega included, the gate's log-normaliser not linearised) is evaluated after the
 with the sweep's omega and s and the new q(theta)::
 
     ELBO = sum a A + sum b B                     (T1, expert terms)
-           - eta0/2 tr(L' S_Omega L)             (T2, gate, Omega part)
+           - eta_q/2 tr(L' S_Omega L)            (T2, gate, Omega part)
            - sum_n E LSE_m(-1/2 d_Lambda(x_n, x_m))   (T2, gate normaliser; Monte Carlo)
            + H(omega) - KL(q(Lambda)) - sum_c KL(q(mu_c, Sigma_c))
 
@@ -65,7 +65,7 @@ class State(eqx.Module):
     ----------
     data : the standardised training data (the predictive sums over it).
     experts : q(mu_c, Sigma_c).
-    gate : q(Lambda) = W(L L', eta0) through :class:`~bayeskit.density.sbmoe.gate.GateParams`.
+    gate : q(Lambda) = W(L L', eta_q) through :class:`~bayeskit.density.sbmoe.gate.GateParams`.
     opt_state : the gate optimiser's state.
     s : (N, C) linearisation points used in the last E-step.
     a, b : (N, C) reductions of omega from the last E-step.
@@ -74,6 +74,9 @@ class State(eqx.Module):
     entropy : H(omega).
     negative_r : fraction of weights r below 0 before the floor, last sweep.
     floored : number of sweeps whose projection gate hit the eigenvalue floor.
+    neighbourhood : (max_iter,) per sweep, the median over training points of the
+        effective number of neighbours ``1 / sum_m g_nm^2`` of the gate at E[Lambda] that
+        the sweep's E-step used (0 for sweeps not run): a gate that localises has few.
     iteration : sweeps done.
     key : randomness of the gate sub-steps; elbo_key : fixed draws for the ELBO trace.
     """
@@ -90,6 +93,7 @@ class State(eqx.Module):
     entropy: Array
     negative_r: Array
     floored: Int[Array, ""]
+    neighbourhood: Float[Array, " max_iter"]
     iteration: Int[Array, ""]
     key: PRNGKeyArray
     elbo_key: PRNGKeyArray
@@ -137,9 +141,11 @@ def kmeans_pp_labels(key: PRNGKeyArray, Y: Array, n_clusters: int, n_iter: int =
     return jnp.argmin(jnp.sum((Y[:, None, :] - centres[None]) ** 2, axis=2), axis=1)
 
 
-def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, optimizer: optax.GradientTransformation, labels: Array | None) -> State:
+def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, optimizer: optax.GradientTransformation, labels: Array | None,
+         max_iter: int = 1) -> State:
     """q^0: the NIW update with one-hot weights of the initial clustering (agglomerative
-    on the outputs, or k-means++), q^0(Lambda) at the prior."""
+    on the outputs, or k-means++), q^0(Lambda) with the prior's mean eta0 Lambda0; room
+    for ``max_iter`` sweeps of diagnostics."""
     n, dx = data.X.shape
     c = hparams.n_experts
     dtype = data.X.dtype
@@ -147,7 +153,7 @@ def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, op
     if labels is None:
         labels = kmeans_pp_labels(k_init, data.Y, c)
     r0 = jnp.maximum(jax.nn.one_hot(labels, c, dtype=dtype), priors.eps)
-    L0 = jnp.linalg.cholesky(jnp.linalg.inv(priors.lambda0_inv))
+    L0 = jnp.linalg.cholesky(jnp.linalg.inv(priors.lambda0_inv)) * jnp.sqrt(priors.eta0 / priors.eta_q)
     params = _gate.GateParams.from_factor(L0)
     zeros = jnp.zeros((n, c), dtype)
     return State(
@@ -163,6 +169,7 @@ def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, op
         entropy=jnp.zeros((), dtype),
         negative_r=jnp.zeros((), dtype),
         floored=jnp.zeros((), jnp.int32),
+        neighbourhood=jnp.zeros((max_iter,), dtype),
         iteration=jnp.zeros((), jnp.int32),
         key=k_gate,
         elbo_key=k_elbo,
@@ -178,6 +185,11 @@ def linearisation_points(A: Array, caps: Array, first: Array, sense: str) -> Arr
     return jnp.where(first, tangent, solve_lp(A, caps, sense))
 
 
+def effective_neighbours(G: Float[Array, "n n"]) -> Float[Array, " n"]:
+    """``1 / sum_m g_nm^2`` for the gate ``g_n = softmax(G[n])`` of every training point."""
+    return 1 / jnp.sum(jax.nn.softmax(G, axis=1) ** 2, axis=1)
+
+
 def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.GradientTransformation) -> State:
     """One sweep of Algorithm 1 (see the module docstring)."""
     data = state.data
@@ -185,7 +197,9 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     s = linearisation_points(A, state.caps, state.iteration == 0, hparams.lp_sense)
     B = linearised_b(A, s, hparams.s_entropy)
     L = state.gate.L
-    e = estep(A, B, gate_logits(data.X, L, priors.eta0), data.X, hparams.fallback_rows)
+    G = gate_logits(data.X, L, priors.eta_q)
+    e = estep(A, B, G, data.X, hparams.fallback_rows)
+    neighbourhood = state.neighbourhood.at[state.iteration].set(jnp.median(effective_neighbours(G)), mode="drop")
     rho = jnp.sum(e.b, axis=1)
     caps = jnp.where(rho[:, None] > 0, (e.a + e.b) / jnp.where(rho > 0, rho, 1.0)[:, None], jnp.inf)
     if hparams.s_schedule == "resolve" and hparams.lp_sense != "softmax":
@@ -209,9 +223,11 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
         params = _gate.GateParams.from_factor(L_new)
         floored = floored + hit.astype(jnp.int32)
     return eqx.tree_at(
-        lambda t: (t.experts, t.gate, t.opt_state, t.s, t.a, t.b, t.caps, t.s_omega, t.entropy, t.negative_r, t.floored, t.iteration, t.key),
+        lambda t: (t.experts, t.gate, t.opt_state, t.s, t.a, t.b, t.caps, t.s_omega, t.entropy, t.negative_r, t.floored, t.neighbourhood,
+                   t.iteration, t.key),
         state,
-        (experts, params, opt_state, s, e.a, e.b, caps, e.s_omega, e.entropy, jnp.mean(r < 0).astype(r.dtype), floored, state.iteration + 1, key),
+        (experts, params, opt_state, s, e.a, e.b, caps, e.s_omega, e.entropy, jnp.mean(r < 0).astype(r.dtype), floored, neighbourhood,
+         state.iteration + 1, key),
     )
 
 
@@ -223,8 +239,8 @@ def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, 
     L = state.gate.L
     return {
         "experts": jnp.sum(state.a * A) + jnp.sum(state.b * B),
-        "gate_omega": -0.5 * priors.eta0 * jnp.sum(L * (state.s_omega @ L)),
-        "gate_normaliser": -_gate.expected_log_normaliser(state.elbo_key, data.X, L, priors.eta0, hparams.elbo_samples, hparams.gate_chunk),
+        "gate_omega": -0.5 * priors.eta_q * jnp.sum(L * (state.s_omega @ L)),
+        "gate_normaliser": -_gate.expected_log_normaliser(state.elbo_key, data.X, L, priors.eta_q, hparams.elbo_samples, hparams.gate_chunk),
         "entropy": state.entropy,
         "kl_gate": -kl_gate(L, priors),
         "kl_experts": -kl_experts(state.experts, priors),
@@ -256,8 +272,12 @@ def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
         raise ValueError(f"nu0 must exceed dim Y - 1 = {dy - 1}, got {hparams.nu0!r}.")
     if hparams.eta0 is not None and not float(hparams.eta0) > dx - 1:
         raise ValueError(f"eta0 must exceed dim X - 1 = {dx - 1}, got {hparams.eta0!r}.")
+    if hparams.eta_q is not None and not float(hparams.eta_q) > dx - 1:
+        raise ValueError(f"eta_q must exceed dim X - 1 = {dx - 1}, got {hparams.eta_q!r}.")
     if hparams.lambda0 is not None:
         validation.check_positive(lambda0=hparams.lambda0)
+    if hparams.expert_width is not None:
+        validation.check_positive(expert_width=hparams.expert_width)
     mu0 = np.asarray(hparams.mu0, float)
     if mu0.ndim > 1 or (mu0.ndim == 1 and mu0.shape[0] != dy) or not np.all(np.isfinite(mu0)):
         raise ValueError(f"mu0 must be a finite scalar or a vector of length dim Y = {dy}, got shape {mu0.shape}.")
@@ -373,7 +393,7 @@ def fit(
 def _fit(key, X, Y, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
     data = prepare(X, Y)
     priors = hparams.priors(X.shape[1], Y.shape[1], X.dtype)
-    state = init(key, data, priors, hparams, optimizer, labels)
+    state = init(key, data, priors, hparams, optimizer, labels, max_iter)
     return _loop.run(
         lambda s: update(s, priors, hparams, optimizer),
         lambda s: objective(s, priors, hparams),

@@ -7,6 +7,9 @@
 with ``Lambda^k' ~ q(Lambda)`` and joint expert draws ``theta^k ~ q(mu, Sigma)``; the
 same ``theta^k`` enters the weights ``gamma`` and the components. It is a mixture of
 ``K_e C`` Gaussians whose weights depend on x* and whose components do not.
+
+The plug-in predictive (``plug_in=True``) puts the posterior means in their place:
+Lambda = E[Lambda], mu_c = m_c, Sigma_c = E[Sigma_c], a mixture of C Gaussians.
 """
 
 from __future__ import annotations
@@ -53,6 +56,15 @@ def expert_draws(key: PRNGKeyArray, state: State, n_draws: int) -> tuple[Array, 
     return mu, chol
 
 
+def expert_means(state: State) -> tuple[Array, Array]:
+    """The posterior means ``m_c`` and Cholesky factors of ``E[Sigma_c] = Psi_c / (nu_c - Dy - 1)``,
+    with a leading draw axis of length 1, standardised units."""
+    e = state.experts
+    dy = e.m.shape[1]
+    sigma = e.psi / (e.nu - dy - 1)[:, None, None]
+    return e.m[None], jnp.linalg.cholesky(sigma)[None]
+
+
 def _log_gauss(Y: Array, mu: Array, chol: Array) -> Array:
     """``log N(y_n | mu_c, chol_c chol_c')`` of shape (N, C)."""
     diff = Y[None, :, :] - mu[:, None, :]
@@ -71,9 +83,11 @@ def predictive(
     n_gate: int = 100,
     n_draws: int = 100,
     chunk_size: int | None = None,
+    plug_in: bool = False,
 ) -> Mixture:
     """The posterior predictive mixture at the inputs ``X`` (caller's units), from
-    ``n_gate`` draws of q(Lambda) (K_g) and ``n_draws`` joint draws of the experts (K_e).
+    ``n_gate`` draws of q(Lambda) (K_g) and ``n_draws`` joint draws of the experts (K_e),
+    or with ``plug_in`` the mixture at the posterior means (the draws unused).
 
     ``chunk_size`` bounds the test rows whose gate is computed at once.
     """
@@ -82,11 +96,16 @@ def predictive(
     X = jnp.atleast_2d(jnp.asarray(X, dtype))
     Xs = (X - data.x_shift) / data.x_scale
     dx = data.X.shape[1]
-    eta0 = hparams.priors(dx, data.Y.shape[1], dtype).eta0
+    eta_q = hparams.priors(dx, data.Y.shape[1], dtype).eta_q
     k_gate, k_exp = jax.random.split(key)
-    M = state.gate.L @ bartlett(k_gate, dx, eta0, n_gate, dtype)
+    if plug_in:
+        n_draws = 1
+        M = (jnp.sqrt(eta_q) * state.gate.L)[None]
+        mu, chol = expert_means(state)
+    else:
+        M = state.gate.L @ bartlett(k_gate, dx, eta_q, n_gate, dtype)
+        mu, chol = expert_draws(k_exp, state, n_draws)
     g = map_blocks(lambda x: mean_gate(x, data.X, M), Xs, chunk_size)
-    mu, chol = expert_draws(k_exp, state, n_draws)
     gamma = jax.nn.softmax(jax.vmap(lambda m, c: _log_gauss(data.Y, m, c))(mu, chol), axis=-1)  # (K_e, N, C)
     pi = jnp.einsum("mn,knc->mkc", g, gamma).reshape(X.shape[0], -1)
     log_w = jnp.log(jnp.maximum(pi, jnp.finfo(dtype).tiny)) - math.log(n_draws)
