@@ -93,9 +93,10 @@ def earlier_results(out_dir: str | os.PathLike, name: str, settings: dict) -> di
     payload has every key of ``settings`` equal, else {}: a long run started again keeps
     what it finished."""
     path = Path(out_dir) / f"{name}.json"
-    if not path.exists():
+    try:
+        earlier = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
         return {}
-    earlier = json.loads(path.read_text())
     if any(earlier.get(k) != json.loads(json.dumps(v, default=float)) for k, v in settings.items()):
         return {}
     return earlier["results"]
@@ -104,7 +105,9 @@ def earlier_results(out_dir: str | os.PathLike, name: str, settings: dict) -> di
 def write_json(out_dir: str | os.PathLike, name: str, payload: dict) -> Path:
     path = Path(out_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=2, default=float))
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(payload, indent=2, default=float))
+    partial.replace(path)  # atomic: an interrupted run never leaves a truncated file
     return path
 
 

@@ -95,7 +95,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     print_table(f"\nSBMoE sensitivity, 1-D synthetic (N = {cfg['n']}, C = {cfg['experts']}, {cfg['n_test']} test inputs; "
                 f"paper's SBMoE KL/H/TV {PAPER['1d']['SBMoE']})",
                 ["setting", "KDE KL", "KDE H", "KDE TV", "KDE TV grid mean", "exact KL", "exact H", "exact TV", "max eig E[Lambda]",
-                 "neighbours", "fit s"], rows)
+                 "neighbours (last E-step)", "fit s"], rows)
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "settings": cfg, "results": results,
                "metrics": {"kde": ["KL(truth||model)", "Hellinger", "total variation (integrated)", "total variation (grid-point mean)"],
                            "exact": ["KL(truth||model)", "Hellinger", "total variation"]}}

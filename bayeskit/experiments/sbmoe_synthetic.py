@@ -29,6 +29,7 @@ sub-steps, C = 16 / 32, 20 test inputs, M = 2000, one seed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -248,6 +249,11 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
     save_figure(fig, out_dir, f"{NAME}_figure{number}.png", f"SBMoE paper, Figure {number}: predictive densities at held-out inputs")
 
 
+def _fields(hp) -> dict:
+    """Every field of a Hyperparams, defaults included (the resume key)."""
+    return {f.name: getattr(hp, f.name) for f in dataclasses.fields(hp)}
+
+
 def _one_seed(problem: str, cfg: dict, seed: int, out_dir, figure: bool) -> dict:
     mixtures, truth, X_test, info = _fit_all(problem, cfg, seed)
     metrics = evaluate(mixtures, truth, problem, cfg, X_test)
@@ -267,7 +273,7 @@ def _summary(problem: str, seeds: dict) -> dict:
     out = {}
     for name in METHODS[problem]:
         rows = [s["methods"][name] for s in seeds.values()]
-        entry = {"paper": PAPER[problem].get(name.split(",")[0] if name != PAPER_SETTINGS else SBMOE)}
+        entry = {"paper": None if name == PLUG_IN else PAPER[problem].get(name.split(",")[0])}
         for key in ("kde", "exact", "fit_seconds"):
             if key in rows[0]:
                 values = np.asarray([r[key] for r in rows], float)
@@ -282,7 +288,7 @@ def _print(problem: str, summary: dict, n_seeds: int, n_test: int) -> None:
     rows = []
     for name, e in summary.items():
         row = [name, *(pm(m, s) for m, s in zip(e["kde_mean"], e["kde_sd"]))]
-        row += [f"{v:.4g}" for v in e["paper"]] if name != PLUG_IN else ["", "", ""]
+        row += [f"{v:.4g}" for v in e["paper"]] if e["paper"] else ["", "", ""]
         if problem == "1d":
             row += [pm(m, s) for m, s in zip(e["exact_mean"], e["exact_sd"])]
         rows.append(row + [f"{e['fit_seconds_mean']:.1f}"])
@@ -294,7 +300,9 @@ def _print(problem: str, summary: dict, n_seeds: int, n_test: int) -> None:
 
 def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     cfg = _settings(quick)
-    settings = {"experiment": NAME, "quick": quick, "seed": seed, "settings": cfg}
+    c = cfg["experts"]["1d"]
+    settings = {"experiment": NAME, "quick": quick, "seed": seed, "settings": cfg,
+                "hyperparams": [_fields(sbmoe.Hyperparams(n_experts=c)), _fields(sbmoe.Hyperparams.paper(n_experts=c))]}
     results = earlier_results(out_dir, NAME, settings)
     payload = {**settings, "complete": False, "results": results,
                "metrics": {"kde": ["KL(truth||model)", "Hellinger", "total variation (integrated)", "total variation (grid-point mean)"],

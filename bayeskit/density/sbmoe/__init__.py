@@ -6,7 +6,9 @@ first picks a training point by a softmax of Mahalanobis distances (precision
 Lambda ~ Wishart) and then an expert by that point's responsibilities. Mean-field VB
 (Algorithm 1): E-step (Proposition 1) factorised into matrix products, M-step I
 (Proposition 2), M-step II by optax sub-steps (Proposition 4) or projection
-(Proposition 3), linearisation points by the LP (8) solved by sort and fill.
+(Proposition 3), linearisation points s = softmax(A) or by the LP (8) solved by sort and
+fill. The defaults depart from the paper where its gate would not localise (see
+:class:`Hyperparams`; ``Hyperparams.paper`` gives the paper's method).
 
     from bayeskit.density import sbmoe
     result = sbmoe.fit(key, X, Y, sbmoe.Hyperparams(n_experts=32))

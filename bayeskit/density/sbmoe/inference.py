@@ -2,7 +2,8 @@
 
 One sweep (iteration l):
 
-1. s by the LP (8) from the previous E-step's caps (softmax(A) at the first sweep);
+1. s = softmax(A) (the default), or by the LP (8) from the previous E-step's caps
+   (softmax(A) at the first sweep);
 2. E-step (Proposition 1) with A from q^l(mu, Sigma), B linearised at s, and the
    deterministic gate term G at q^l(Lambda);
 3. M-step I (Proposition 2): r = a + b - s rho, floored at eps, then the NIW update;
@@ -272,6 +273,10 @@ def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
         raise ValueError(f"nu0 must exceed dim Y - 1 = {dy - 1}, got {hparams.nu0!r}.")
     if hparams.eta0 is not None and not float(hparams.eta0) > dx - 1:
         raise ValueError(f"eta0 must exceed dim X - 1 = {dx - 1}, got {hparams.eta0!r}.")
+    nu0 = dy + 2.0 if hparams.nu0 is None else float(hparams.nu0)
+    if hparams.sigma0 is None and hparams.expert_width is not None and not nu0 > dy + 1:
+        raise ValueError(f"with expert_width (E[Sigma_c] = expert_width^2 I) nu0 must exceed dim Y + 1 = {dy + 1}, got {hparams.nu0!r}; "
+                         "or pass sigma0.")
     if hparams.eta_q is not None and not float(hparams.eta_q) > dx - 1:
         raise ValueError(f"eta_q must exceed dim X - 1 = {dx - 1}, got {hparams.eta_q!r}.")
     if hparams.lambda0 is not None:

@@ -43,9 +43,11 @@ class Hyperparams(eqx.Module):
       LP (8): with the LP maximised the experts crowd into a band of the outputs, with
       widths near the whole output spread, and the gate gets no signal.
     * **eta_q = 1000**: q(Lambda) has its own degrees of freedom. The paper keeps them at
-      the prior's eta0 = Dx + 2, so q(Lambda) is as wide as the prior and the expected
-      log-normaliser of a local gate is inflated (by about 0.46 nats per point on the 1-D
-      problem), which makes the bound prefer a broad gate.
+      the prior's eta0 = Dx + 2 (the free-form optimum when the gate's log-normaliser is
+      linearised, as in Proposition 3), so q(Lambda) is as wide as the prior and the
+      expected log-normaliser of a local gate is inflated (by about 0.46 nats per point on
+      the 1-D problem), which makes the bound prefer a broad gate. A fixed eta_q restricts
+      the Wishart family; the bound with the exact expected normaliser favours it.
     * **lambda0 = 30** (E[Lambda] = 30 I a priori, with eta0 = Dx + 2 vague in scale)
       instead of 1 / Dx: under the paper's prior a local metric costs about 180 nats
       against a data gain of 15-100, so a gate started sharp drifts back.
@@ -55,7 +57,10 @@ class Hyperparams(eqx.Module):
       both: 1-D 0.169 / 0.086 / 0.074 / 0.077 at 0.0625 / 0.12 / 0.2 / 0.25; 2-D 0.47 /
       0.32 / 0.28 / 0.33 / 0.35 at 0.12 / 0.2 / 0.25 / 0.35 / 0.5.
 
-    :meth:`paper` gives the paper's settings.
+    :meth:`paper` gives the paper's method. The paper states no values ("standard
+    values"); eta0 = Dx + 2, lambda0 = 1 / Dx, nu0 = Dy + 2 and Sigma0 = C^(-1/Dy) I are
+    this library's reading of them, and "max" for the LP follows Appendix B's derivation
+    where (8) prints "minimize".
 
     Parameters
     ----------
@@ -145,9 +150,10 @@ class Hyperparams(eqx.Module):
 
     @classmethod
     def paper(cls, n_experts: int, **kw) -> Hyperparams:
-        """The paper's settings: the LP (8) maximised, q(Lambda) with the prior's degrees
-        of freedom, E[Lambda] = I / Dx and Sigma0 = C^(-1/Dy) I with nu0 = Dy + 2 a priori.
-        Keywords override any field."""
+        """The paper's method: the LP (8) maximised, q(Lambda) with the prior's degrees of
+        freedom, and this library's reading of the paper's unstated "standard values":
+        E[Lambda] = I / Dx, Sigma0 = C^(-1/Dy) I with nu0 = Dy + 2 a priori. Keywords
+        override any field."""
         paper = dict(lp_sense="max", nu0=None, expert_width=None, lambda0=None, eta_q=None)
         return cls(n_experts=n_experts, **{**paper, **kw})
 
