@@ -155,8 +155,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         self.n_outputs_ = Y2.shape[1]
         self.n_iter_ = int(best.n_iter)
         self.elbo_trace_ = np.asarray(best.trace)[: self.n_iter_]
-        L = np.asarray(best.state.gate.L)
-        self.metric_ = float(hp.priors(X.shape[1], Y2.shape[1], X_j.dtype).eta_q) * L @ L.T
+        self.metric_ = np.asarray(sbmoe.mean_precision(best.state, hp))
         return self
 
     def _check_X(self, X):

@@ -78,7 +78,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         t = time.perf_counter()
         result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], optimizer=optax.adam(lr))
         jax.block_until_ready(result.trace)
-        mean_precision = float(hp.priors(X.shape[1], Y.shape[1], X.dtype).eta_q) * result.state.gate.L @ result.state.gate.L.T
+        mean_precision = sbmoe.mean_precision(result.state, hp)
         info[label] = {"overrides": overrides, "learning_rate": lr, "seconds": time.perf_counter() - t,
                        "gate_mean_precision_max_eig": float(np.linalg.eigvalsh(np.asarray(mean_precision))[-1]),
                        "neighbourhood": np.asarray(result.state.neighbourhood).tolist(), "final_elbo": float(result.trace[-1])}

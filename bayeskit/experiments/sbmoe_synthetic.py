@@ -168,11 +168,10 @@ def _diagnostics(result, hp) -> dict:
     state = result.state
     dx, dy = state.data.X.shape[1], state.data.Y.shape[1]
     priors = hp.priors(dx, dy, state.data.X.dtype)
-    L = np.asarray(state.gate.L)
     share = np.asarray(state.experts.nu - priors.nu0) / state.data.X.shape[0]
     return {"neighbourhood": np.asarray(state.neighbourhood).tolist(),
             "elbo_terms": {k: float(v) for k, v in sbmoe.elbo_terms(state, priors, hp).items()},
-            "gate_mean_precision": (float(priors.eta_q) * L @ L.T).tolist(),
+            "gate_mean_precision": np.asarray(sbmoe.mean_precision(state, hp)).tolist(),
             "max_expert_share": float(share.max()), "elbo_trace": np.asarray(result.trace).tolist()}
 
 

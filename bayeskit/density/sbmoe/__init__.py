@@ -27,6 +27,7 @@ from bayeskit.density.sbmoe.inference import (
     fit,
     init,
     kmeans_pp_labels,
+    mean_precision,
     objective,
     update,
 )
@@ -49,6 +50,6 @@ from bayeskit.density.sbmoe.predictive import Mixture, predictive
 __all__ = [
     "DEFAULT_OPTIMIZER", "Data", "EStep", "Experts", "GateParams", "Hyperparams", "Mixture", "Priors", "State",
     "agglomerative_labels", "bartlett", "elbo_terms", "estep", "expected_loglik", "fit", "gate_logits", "gate_loss",
-    "init", "kl_experts", "kl_gate", "kl_wishart", "kmeans_pp_labels", "linearised_b", "niw_update", "objective",
+    "init", "kl_experts", "kl_gate", "kl_wishart", "kmeans_pp_labels", "linearised_b", "mean_precision", "niw_update", "objective",
     "pairwise_sqdist", "predictive", "prepare", "scatter", "solve_lp", "update",
 ]

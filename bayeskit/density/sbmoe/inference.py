@@ -186,6 +186,13 @@ def linearisation_points(A: Array, caps: Array, first: Array, sense: str) -> Arr
     return jnp.where(first, tangent, solve_lp(A, caps, sense))
 
 
+def mean_precision(state: State, hparams: Hyperparams) -> Float[Array, "dx dx"]:
+    """``E[Lambda] = eta_q L L'`` of the fitted gate, in standardised input units."""
+    dx, dy = state.data.X.shape[1], state.data.Y.shape[1]
+    L = state.gate.L
+    return hparams.priors(dx, dy, L.dtype).eta_q * L @ L.T
+
+
 def effective_neighbours(G: Float[Array, "n n"]) -> Float[Array, " n"]:
     """``1 / sum_m g_nm^2`` for the gate ``g_n = softmax(G[n])`` of every training point."""
     return 1 / jnp.sum(jax.nn.softmax(G, axis=1) ** 2, axis=1)
