@@ -1,0 +1,103 @@
+"""The LFRM experiment's multi-split protocol: per-split rows, their summary, the leaky
+row's wiring and a resumed run, with the samplers replaced by cheap stand-ins (the
+samplers have their own tests in tests/relational)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from bayeskit.experiments import lfrm_link_prediction as exp
+
+
+def _fake_model(calls):
+    """A stand-in for _mcmc / _mmsb: scores from the training links (common neighbours)
+    plus method-specific noise; records what it was called with."""
+
+    def fit(method, key, Y, train, symmetric, chains):
+        calls.append({"method": method, "train": np.asarray(train), "symmetric": symmetric})
+        A = np.where(train, Y, 0).astype(float)
+        rng = np.random.default_rng(len(calls))
+        scale = {"LFRM rand": 0.1, "LFRM w/IRM": 0.2, "IRM": 1.0, "MMSB": 3.0}[method]
+        return [A @ A + scale * rng.random(A.shape) for _ in range(chains)]
+
+    def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
+        return fit(method, key, Y, train, symmetric, chains), [1.0] * chains, 1.0 + 0.01 * len(calls)
+
+    def mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
+        return fit("MMSB", key, Y, train, symmetric, restarts), [grid[0]] * restarts, {str(grid[0]): 0.0}
+
+    return mcmc, mmsb
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    calls = []
+    mcmc, mmsb = _fake_model(calls)
+    monkeypatch.setattr(exp, "_mcmc", mcmc)
+    monkeypatch.setattr(exp, "_mmsb", mmsb)
+    return calls
+
+
+def _mirror_in_train(call):
+    """The fraction of held-out off-diagonal cells whose mirror is a training cell."""
+    train = call["train"][0]
+    held = ~train & ~np.eye(train.shape[0], dtype=bool)
+    return float(np.mean(train.T[held]))
+
+
+def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_path, fake):
+    payload = exp.run(tmp_path, splits=3, cases=[("nips234", "global")])
+    assert payload["complete"] and set(payload["results"]) == {"nips234 global", "nips234 global, entries (leaky)"}
+    main = payload["results"]["nips234 global"]["splits"]
+    assert sorted(main) == ["0", "1", "2"]
+    summary = payload["summary"]["nips234 global"]
+    for method in (*exp.METHODS, "Katz", "common neighbours"):
+        per_split = [main[s][method]["auc_mean"] for s in main]
+        assert summary[method]["auc_mean"] == pytest.approx(np.mean(per_split))
+        assert summary[method]["auc_sd"] == pytest.approx(np.std(per_split))
+    gaps = [main[s]["LFRM rand"]["auc_mean"] - main[s]["IRM"]["auc_mean"] for s in main]
+    assert summary["LFRM rand - IRM"]["gaps"] == pytest.approx(gaps)
+    assert summary["LFRM rand - IRM"]["splits_above"] == sum(g > 0 for g in gaps)
+    assert summary["IRM"]["paper"] == 0.8906 and summary["LFRM rand"]["r_hat_log_joint_median"] > 1
+
+    # the split protocol: unordered pairs never leak; the leaky row fits a directed model
+    # on ordered cells, about 80% of whose held-out cells have their mirror in training
+    pairs = [c for c in fake if c["symmetric"]]
+    leaky = [c for c in fake if not c["symmetric"]]
+    assert len(pairs) == 3 * len(exp.METHODS) and [c["method"] for c in leaky] == ["LFRM rand"] * 3
+    assert max(_mirror_in_train(c) for c in pairs) == 0
+    assert all(0.75 < _mirror_in_train(c) < 0.85 for c in leaky)
+    assert set(payload["results"]["nips234 global, entries (leaky)"]["splits"]["0"]) == {"LFRM rand", "Katz", "common neighbours"}
+
+
+def test_a_rerun_keeps_finished_methods_and_runs_the_rest(tmp_path, fake):
+    cases = [("nips234", "global")]
+    exp.run(tmp_path, splits=2, cases=cases)
+    path = tmp_path / f"{exp.NAME}.json"
+    on_disk = json.loads(path.read_text())
+    splits = on_disk["results"]["nips234 global"]["splits"]
+    del splits["1"]  # an interrupted run: split 1 not started, split 0 stopped before the MMSB
+    for name in ("MMSB", "Katz", "common neighbours"):
+        del splits["0"][name]
+    on_disk["complete"] = False
+    path.write_text(json.dumps(on_disk))
+    fake.clear()
+    second = exp.run(tmp_path, splits=2, cases=cases)
+    assert [c["method"] for c in fake] == ["MMSB", *exp.METHODS]
+    assert second["results"]["nips234 global"]["splits"]["0"]["IRM"] == splits["0"]["IRM"]
+    assert second["complete"] and json.loads(path.read_text())["summary"]["nips234 global"]["MMSB"]["n_splits"] == 2
+
+    fake.clear()
+    exp.run(tmp_path, splits=2, sweeps=7, cases=cases)  # other settings: everything again
+    assert len(fake) == 2 * (len(exp.METHODS) + 1)
+
+
+def test_r_hat_of_the_log_joint_flags_chains_that_disagree():
+    rng = np.random.default_rng(0)
+    mixed = rng.normal(size=(2, 200))
+    apart = mixed + np.array([[0.0], [5.0]])
+    assert exp.r_hat_log_joint({"log_joint": mixed}, single=False) < 1.05
+    assert exp.r_hat_log_joint({"log_joint": apart}, single=False) > 2
+    # separate relations: (relation, chain, draw), the worst relation counts
+    assert exp.r_hat_log_joint({"log_joint": np.stack([mixed, apart])}, single=True) > 2
