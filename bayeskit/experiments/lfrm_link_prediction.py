@@ -69,7 +69,6 @@ MMSB_ALPHA = 0.05
 MMSB_BLOCKS = {"countries": (3, 5, 8), "kinship": (6, 10, 14), "nips234": (5, 10, 20)}  # BIC grid; quick: the middle
 SPLITS = 10  # split seeds in the full run
 FULL_ORDER = [("nips234", "global"), ("countries", "global"), ("countries", "single"), ("kinship", "global"), ("kinship", "single")]
-LFRM_PRIORS = {}  # the library's priors on sigma_w and the bias
 LEAKY = {("nips234", "global"): ("LFRM rand",)}  # rerun under ordered entries on the symmetric network
 PROTOCOL = ("20% of the observed off-diagonal cells held out per split seed (holdout_split: unordered pairs for the "
             "undirected NIPS network, each counted once; ordered cells for the directed relations); the leaky row holds "
@@ -132,7 +131,7 @@ def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
         probs = [np.asarray(irm.predict_proba(sc, Y, train, hp)) for sc in _chains(s, single)]
         sizes = s["n_clusters"]
     else:
-        hp = lfrm.Hyperparams(k_max=k_max, symmetric=symmetric, **LFRM_PRIORS)
+        hp = lfrm.Hyperparams(k_max=k_max, symmetric=symmetric)
         k_start, k_run = jax.random.split(key)
         start = None
         if method == "LFRM w/IRM":
@@ -178,7 +177,13 @@ def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
     n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 30, 15, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
     return {"experiment": NAME, "quick": quick, "seed": seed, "split_seeds": list(range(seed, seed + (splits or n_splits))),
             "sweeps": sweeps or n_sweeps, "burn_in": burn or n_burn, "chains": chains or n_chains, "mmsb_em_sweeps": em_iter,
-            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": LFRM_PRIORS}
+            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors()}
+
+
+def _lfrm_priors() -> dict:
+    """The library's LFRM priors this run used (a rerun under other ones starts afresh)."""
+    hp = lfrm.Hyperparams()
+    return {"alpha_prior": list(hp.alpha_prior), "sigma_w_prior": list(hp.sigma_w_prior), "bias_scale": hp.bias_scale}
 
 
 def _cases(quick: bool, cases) -> list:

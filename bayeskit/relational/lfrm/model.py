@@ -48,7 +48,13 @@ class Hyperparams(eqx.Module):
     hmc_steps : int
         Leapfrog steps of the HMC update of (W, c) per sweep.
     alpha_prior : (shape, rate) of the Gamma prior on alpha.
-    sigma_w_prior : (shape, scale) of the inverse-Gamma prior on sigma_w^2.
+    sigma_w_prior : (shape, scale) of the inverse-Gamma prior on sigma_w^2. The paper puts
+        "conjugate priors on sigma_w" with values unstated; the default (1000, 1000) holds
+        sigma_w near 1 (E[sigma_w^-2] = 1, as informative as 2000 weights). Under a vague
+        (1, 1) the scale follows the weights it governs: on the countries data sigma_w fell
+        to 0.07 and every one of 32 columns filled with near-zero weights; on NIPS-234 from
+        an IRM start it rose to 5-7 with |W| up to 20. Held near 1, K+ stays unsaturated
+        (12-14 on countries), max |W| 5-8, and held-out AUC is unchanged or better.
     bias_scale : prior standard deviation of each bias c_r.
     target_accept : acceptance rate the HMC step size is adapted to during warm-up.
     offsets : bool
@@ -62,7 +68,7 @@ class Hyperparams(eqx.Module):
     symmetric: bool = eqx.field(static=True, default=False)
     hmc_steps: int = eqx.field(static=True, default=10)
     alpha_prior: tuple = (1.0, 1.0)
-    sigma_w_prior: tuple = (1.0, 1.0)
+    sigma_w_prior: tuple = (1000.0, 1000.0)
     bias_scale: float = 10.0
     target_accept: float = 0.75
     offsets: bool = eqx.field(static=True, default=False)
