@@ -266,6 +266,7 @@ def summarise(results: dict) -> dict:
 
 
 def _table(summary: dict, st: dict) -> None:
+    """Print the summary of each case: AUC rows, then the gap rows."""
     rows = []
     for case, s in summary.items():
         for m, v in s.items():
@@ -308,8 +309,8 @@ def run(out_dir, quick: bool = False, seed: int = 0, *, splits: int | None = Non
             save(run_split(name, setting, unit, split, st, quick, entry["splits"].get(key), on_method=save))
             print(f"{label}, split {split}: " + ", ".join(f"{m} {v['auc_mean']:.4f}" for m, v in entry["splits"][key].items()),
                   flush=True)
+        _table({label: summarise({label: entry})[label]}, st)
     payload["complete"] = True
     payload["summary"] = summarise(results)
-    _table(payload["summary"], st)
     write_json(out_dir, NAME, payload)
     return payload

@@ -46,8 +46,10 @@ def _mirror_in_train(call):
     return float(np.mean(train.T[held]))
 
 
-def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_path, fake):
+def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_path, fake, capsys):
     payload = exp.run(tmp_path, splits=3, cases=[("nips234", "global")])
+    printed = capsys.readouterr().out
+    assert "LFRM rand - IRM" in printed and "nips234 global, entries (leaky)" in printed and "0.8906" in printed
     assert payload["complete"] and set(payload["results"]) == {"nips234 global", "nips234 global, entries (leaky)"}
     main = payload["results"]["nips234 global"]["splits"]
     assert sorted(main) == ["0", "1", "2"]
