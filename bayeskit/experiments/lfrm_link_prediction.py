@@ -242,7 +242,8 @@ def run_split(name, setting, unit, split_seed, st, quick, done=None, on_method=N
 
 def summarise(results: dict) -> dict:
     """Per case and method: mean and sd over splits of each split's restart-mean AUC, the
-    median R-hat of the log joint; per LFRM start, its per-split gap to the IRM."""
+    median and largest R-hat of the log joint over the splits where it is defined; per
+    LFRM start, its per-split gap to the IRM."""
     out = {}
     for case, entry in results.items():
         splits = list(entry["splits"].values())
@@ -250,10 +251,11 @@ def summarise(results: dict) -> dict:
         summary = {}
         for m in methods:
             aucs = [s[m]["auc_mean"] for s in splits if m in s]
-            rhats = [s[m]["r_hat_log_joint"] for s in splits if "r_hat_log_joint" in s.get(m, {})]
+            # R-hat is NaN where every restart's log joint stayed constant (an IRM stuck in one partition)
+            rhats = [r for s in splits if "r_hat_log_joint" in s.get(m, {}) if not np.isnan(r := s[m]["r_hat_log_joint"])]
             summary[m] = {"auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs)), "n_splits": len(aucs),
                           "r_hat_log_joint_median": float(np.median(rhats)) if rhats else None,
-                          "r_hat_log_joint_max": float(np.max(rhats)) if rhats else None,
+                          "r_hat_log_joint_max": float(np.max(rhats)) if rhats else None, "r_hat_defined_splits": len(rhats),
                           "seconds_per_split": float(np.mean([s[m]["seconds"] for s in splits if m in s])),
                           "paper": entry["paper"].get(m)}
         for start in ("LFRM rand", "LFRM w/IRM"):
