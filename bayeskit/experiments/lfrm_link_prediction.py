@@ -16,10 +16,13 @@ sees the mirror of about 80% of the held-out cells: one reading of the paper's
 protocol, and an upper bound. Restarts run as vectorised chains laid over the devices
 (MMSB: random starts as one ``bayeskit.sweep``); each chain's predictive probabilities
 are averaged over its retained draws; R-hat of the log joint over the restarts is
-reported per split. On countries the LFRM has the paper's sender and receiver
-covariates, the 111 country features (centred; a missing feature at its mean), each
-relation with its own coefficients; the paper's pair covariate exp(-distance) is not in
-the data, so it is left out (IRM and MMSB take no covariates). Logistic link; K_max 16
+reported per split. IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
+"LFRM with covariates" row adds the paper's sender and receiver covariates, the 111
+country features (centred; a missing feature at its mean), each relation with its own
+coefficients (the paper's pair covariate exp(-distance) is not in the data). The file's
+features are one-of-n coded: 111 columns of rank 13 over 14 countries, so each relation's
+222 coefficients act as free per-country effects with prior sd near 4.7 on the logit scale;
+the row lost 0.01-0.02 AUC against the LFRM without them on the splits tried. Logistic link; K_max 16
 (kinship), 32 (countries global: 14 objects and 56 relations fill 24 columns from a
 random start), 16 (countries single: 12 filled on some relations) and 48 (NIPS). MMSB: Dirichlet concentration fixed
 at 0.05 (re-estimating it drives the sparse NIPS network to uniform memberships), the
@@ -69,10 +72,15 @@ MMSB_ALPHA = 0.05
 MMSB_BLOCKS = {"countries": (3, 5, 8), "kinship": (6, 10, 14), "nips234": (5, 10, 20)}  # BIC grid; quick: the middle
 SPLITS = 10  # split seeds in the full run
 FULL_ORDER = [("nips234", "global"), ("countries", "global"), ("countries", "single"), ("kinship", "global"), ("kinship", "single")]
-LEAKY = {("nips234", "global"): ("LFRM rand",)}  # rerun under ordered entries on the symmetric network
+# labelled extra rows of a case and the methods they rerun: "leaky" holds out ordered entries of
+# the symmetric network and fits a directed model; "covariates" gives the LFRM the country features
+EXTRA_ROWS = {("nips234", "global"): {"leaky": ("LFRM rand",)},
+              ("countries", "global"): {"covariates": ("LFRM rand", "LFRM w/IRM")},
+              ("countries", "single"): {"covariates": ("LFRM rand", "LFRM w/IRM")}}
 PROTOCOL = ("20% of the observed off-diagonal cells held out per split seed (holdout_split: unordered pairs for the "
             "undirected NIPS network, each counted once; ordered cells for the directed relations); the leaky row holds "
-            "out ordered cells of NIPS and fits a directed model, which sees the mirror of most held-out cells")
+            "out ordered cells of NIPS and fits a directed model, which sees the mirror of most held-out cells; no method takes "
+            "covariates except the labelled countries rows 'LFRM with covariates' (sender and receiver country features)")
 
 
 def _auc(prob, Y, test, symmetric: bool, single: bool):
@@ -177,7 +185,8 @@ def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
     n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 30, 15, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
     return {"experiment": NAME, "quick": quick, "seed": seed, "split_seeds": list(range(seed, seed + (splits or n_splits))),
             "sweeps": sweeps or n_sweeps, "burn_in": burn or n_burn, "chains": chains or n_chains, "mmsb_em_sweeps": em_iter,
-            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "k_max": {f"{n} {s}": k for (n, s), k in K_MAX.items()}}
+            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "k_max": {f"{n} {s}": k for (n, s), k in K_MAX.items()},
+            "extra_rows": {case_label(n, s, r): list(m) for (n, s), rows in EXTRA_ROWS.items() for r, m in rows.items()}}
 
 
 def _lfrm_priors() -> dict:
@@ -187,40 +196,47 @@ def _lfrm_priors() -> dict:
 
 
 def _cases(quick: bool, cases) -> list:
-    """(data, setting, unit) in run order, each leaky row right after its case."""
+    """(data, setting, row) in run order, each extra row right after its case; row is the
+    held-out unit ("pairs" or "entries") of the main row, or an EXTRA_ROWS name."""
     if cases is None:
         cases = [("countries", "global"), ("kinship", "global"), ("countries", "single")] if quick else FULL_ORDER
     out = []
     for name, setting in cases:
         out.append((name, setting, "pairs" if name == "nips234" else "entries"))
-        if (name, setting) in LEAKY and not quick:
-            out.append((name, setting, "leaky"))
+        if not quick:
+            out.extend((name, setting, row) for row in EXTRA_ROWS.get((name, setting), {}))
     return out
 
 
-def case_label(name: str, setting: str, unit: str) -> str:
-    return f"{name} {setting}" + (", entries (leaky)" if unit == "leaky" else "")
+ROW_LABELS = {"leaky": ", entries (leaky)", "covariates": ", LFRM with covariates"}
 
 
-def run_split(name, setting, unit, split_seed, st, quick, done=None, on_method=None) -> dict:
+def case_label(name: str, setting: str, row: str) -> str:
+    return f"{name} {setting}" + ROW_LABELS.get(row, "")
+
+
+def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_method=None) -> dict:
     """Every method of one case on the split drawn with ``split_seed``: the held-out AUC
     of each restart and its mean, K+ / clusters / blocks, R-hat of the log joint over the
     restarts, seconds; the baselines on the same split. ``done`` holds methods already
-    run (kept); ``on_method(row)`` is called after each method."""
+    run (kept); ``on_method(row)`` is called after each method. ``row_kind`` is the main
+    row's held-out unit or an EXTRA_ROWS name, which runs only the methods listed there."""
     d = load_relational(FILES[name])
     Y, mask = d["Y"], d["mask"]
     if Y.ndim == 2:
         Y, mask = Y[None], mask[None]
     symmetric, single = name == "nips234", setting == "single"
-    train, test = holdout_split(Y, mask, symmetric, split_seed, unit="entries" if unit == "leaky" else unit)
-    model_symmetric = symmetric and unit != "leaky"  # the leaky protocol reads each held-out cell's mirror
+    unit = "pairs" if row_kind == "pairs" else "entries"
+    train, test = holdout_split(Y, mask, symmetric, split_seed, unit=unit)
+    model_symmetric = symmetric and row_kind != "leaky"  # the leaky protocol reads each held-out cell's mirror
     k_max = K_MAX[name, setting]
-    covariates = country_covariates(d) if name == "countries" else None
+    covariates = country_covariates(d) if row_kind == "covariates" else None
+    only = EXTRA_ROWS.get((name, setting), {}).get(row_kind)
     keys = jax.random.split(jax.random.fold_in(jax.random.key(split_seed), len(name)), len(METHODS))
     row = dict(done or {})
     sweeps, burn, chains = st["sweeps"], st["burn_in"], st["chains"]
     for method, key in zip(METHODS, keys):
-        if method in row or (unit == "leaky" and method not in LEAKY[name, setting]):
+        if method in row or (only is not None and method not in only):
             continue
         t = time.perf_counter()
         extra = {}
@@ -294,13 +310,14 @@ def run(out_dir, quick: bool = False, seed: int = 0, *, splits: int | None = Non
     st = _settings(quick, seed, splits, sweeps, burn, chains)
     results = earlier_results(out_dir, NAME, st)
     payload = {**st, "complete": False, "protocol": PROTOCOL, "results": results}
-    for name, setting, unit in _cases(quick, cases):
-        label = case_label(name, setting, unit)
-        entry = results.setdefault(label, {"paper": dict(zip(METHODS, PAPER[name, setting])) if unit != "leaky" else {},
-                                           "unit": "entries" if unit == "leaky" else unit, "splits": {}})
+    for name, setting, row_kind in _cases(quick, cases):
+        label = case_label(name, setting, row_kind)
+        paper = {} if row_kind == "leaky" else dict(zip(METHODS, PAPER[name, setting]))
+        entry = results.setdefault(label, {"paper": paper, "unit": "pairs" if row_kind == "pairs" else "entries", "splits": {}})
+        wanted = {*EXTRA_ROWS.get((name, setting), {}).get(row_kind, METHODS), *BASELINES}
         for split in st["split_seeds"]:
             key = str(split)
-            if "Katz" in entry["splits"].get(key, {}):
+            if wanted <= set(entry["splits"].get(key, {})):
                 continue
 
             def save(row, key=key, entry=entry):
@@ -308,7 +325,7 @@ def run(out_dir, quick: bool = False, seed: int = 0, *, splits: int | None = Non
                 payload["summary"] = summarise(results)
                 write_json(out_dir, NAME, payload)
 
-            save(run_split(name, setting, unit, split, st, quick, entry["splits"].get(key), on_method=save))
+            save(run_split(name, setting, row_kind, split, st, quick, entry["splits"].get(key), on_method=save))
             print(f"{label}, split {split}: " + ", ".join(f"{m} {v['auc_mean']:.4f}" for m, v in entry["splits"][key].items()),
                   flush=True)
         _table({label: summarise({label: entry})[label]}, st)

@@ -14,15 +14,15 @@ def _fake_model(calls):
     """A stand-in for _mcmc / _mmsb: scores from the training links (common neighbours)
     plus method-specific noise; records what it was called with."""
 
-    def fit(method, key, Y, train, symmetric, chains):
-        calls.append({"method": method, "train": np.asarray(train), "symmetric": symmetric})
+    def fit(method, key, Y, train, symmetric, chains, covariates=None):
+        calls.append({"method": method, "train": np.asarray(train), "symmetric": symmetric, "covariates": covariates is not None})
         A = np.where(train, Y, 0).astype(float)
         rng = np.random.default_rng(len(calls))
         scale = {"LFRM rand": 0.1, "LFRM w/IRM": 0.2, "IRM": 1.0, "MMSB": 3.0}[method]
         return [A @ A + scale * rng.random(A.shape) for _ in range(chains)]
 
     def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
-        return fit(method, key, Y, train, symmetric, chains), [1.0] * chains, 1.0 + 0.01 * len(calls)
+        return fit(method, key, Y, train, symmetric, chains, covariates), [1.0] * chains, 1.0 + 0.01 * len(calls)
 
     def mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
         return fit("MMSB", key, Y, train, symmetric, restarts), [grid[0]] * restarts, {str(grid[0]): 0.0}
@@ -93,6 +93,25 @@ def test_a_rerun_keeps_finished_methods_and_runs_the_rest(tmp_path, fake):
     fake.clear()
     exp.run(tmp_path, splits=2, sweeps=7, cases=cases)  # other settings: everything again
     assert len(fake) == 2 * (len(exp.METHODS) + 1)
+
+
+def test_only_the_labelled_countries_row_gives_the_lfrm_covariates(tmp_path, fake):
+    payload = exp.run(tmp_path, splits=2, cases=[("countries", "single")])
+    main, extra = "countries single", "countries single, LFRM with covariates"
+    assert set(payload["results"]) == {main, extra}
+    with_cov = [c["method"] for c in fake if c["covariates"]]
+    assert with_cov == ["LFRM rand", "LFRM w/IRM"] * 2 and len(fake) == 2 * (len(exp.METHODS) + 2)
+    assert set(payload["results"][extra]["splits"]["1"]) == {"LFRM rand", "LFRM w/IRM", "Katz", "common neighbours"}
+    assert payload["summary"][main]["LFRM rand"]["n_splits"] == 2 and payload["summary"][extra]["LFRM w/IRM"]["paper"] == 0.8521
+
+    # a split whose baselines ran but whose LFRM rows were taken out is finished on a rerun
+    path = tmp_path / f"{exp.NAME}.json"
+    on_disk = json.loads(path.read_text())
+    del on_disk["results"][main]["splits"]["0"]["LFRM rand"]
+    path.write_text(json.dumps(on_disk))
+    fake.clear()
+    exp.run(tmp_path, splits=2, cases=[("countries", "single")])
+    assert [(c["method"], c["covariates"]) for c in fake] == [("LFRM rand", False)]
 
 
 def test_r_hat_of_the_log_joint_flags_chains_that_disagree():
