@@ -2,20 +2,20 @@
 
 __version__ = "0.1.0"
 
-from bayeskit.core.sweep import Swept, sweep  # noqa: E402
-
 __all__ = ["__version__", "load", "save", "sweep", "Swept"]
+
+# imported on first use, so that `import bayeskit` (and the `bayeskit` command's help and
+# argument errors) start no JAX: save/load reach the estimators and every family
+_LAZY = {"save": "bayeskit.persistence", "load": "bayeskit.persistence", "sweep": "bayeskit.core.sweep", "Swept": "bayeskit.core.sweep"}
 
 
 def __getattr__(name: str):
-    # save/load live in bayeskit.persistence, imported on first use: it reaches the
-    # estimators (scikit-learn) and every family, which `import bayeskit` does not load
-    if name in ("save", "load"):
-        from bayeskit import persistence
+    if name in _LAZY:
+        import importlib
 
-        return getattr(persistence, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bayeskit' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"save", "load"})
+    return sorted(set(globals()) | set(_LAZY))

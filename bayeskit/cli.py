@@ -1,15 +1,20 @@
-"""The ``bayeskit`` command: reproduce the papers' experiments.
+"""The bayeskit command: reproduce the papers' experiments and benchmark the models.
 
     bayeskit reproduce [--quick] [--only NAME ...] [--out DIR] [--seed N]
     bayeskit list
     bayeskit bench (--all | --only MODEL ... | --report) [--device cpu|gpu] [--quick] [--bsml-peer PATH]
+
+Help, ``list`` and argument errors import neither JAX nor an experiment: they answer at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
+import textwrap
 import time
+from pathlib import Path
 
 
 def _enable_x64() -> None:
@@ -18,38 +23,65 @@ def _enable_x64() -> None:
     jax.config.update("jax_enable_x64", True)  # the papers' experiments run in float64
 
 
-def main(argv: list[str] | None = None) -> int:
-    from bayeskit.core.xla import use_safe_cpu_scheduler
+def _benchmarks_dir(given: str | None) -> Path | None:
+    """The checkout's benchmarks/ folder: ``given``, else ./benchmarks, else the one beside the package."""
+    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[1] / "benchmarks"]
+    return next((c for c in candidates if (c / "report.py").exists()), None)
 
-    use_safe_cpu_scheduler()  # before JAX starts its backend; the subprocesses of `bench` inherit it
+
+def _bench_models(folder: Path | None) -> list[str]:
+    """The model names of ``benchmarks/report.py`` (its ``SCRIPTS`` keys), read from its source."""
+    if folder is None:
+        return []
+    for node in ast.parse((folder / "report.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SCRIPTS" for t in node.targets):
+            return [ast.literal_eval(k) for k in node.value.keys]
+    return []
+
+
+def _parser(bench_models: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bayeskit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run the papers' experiments and print ours beside the paper's numbers")
     rep.add_argument("--quick", action="store_true", help="small settings, about a minute per experiment")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments (see `bayeskit list`)")
-    rep.add_argument("--out", default="reproduce_out", help="folder for the JSON and PNG outputs")
+    rep.add_argument("--out", default="reproduce_out", help="folder for the JSON, Markdown and PNG outputs")
     rep.add_argument("--seed", type=int, default=0)
     sub.add_parser("list", help="list the experiments")
     bench = sub.add_parser("bench", help="run every model's speed benchmark against its peers and write "
                                          "benchmarks/results/REPORT.md (from a checkout)")
     which = bench.add_mutually_exclusive_group(required=True)
     which.add_argument("--all", action="store_true", help="run every benchmark, then write the report")
-    which.add_argument("--only", nargs="+", metavar="MODEL", help="run these models' benchmarks, then write the report")
+    models = f": {', '.join(bench_models)}" if bench_models else " (found in a checkout's benchmarks/report.py)"
+    which.add_argument("--only", nargs="+", metavar="MODEL", help=f"run these models' benchmarks, then write the report{models}")
     which.add_argument("--report", action="store_true", help="only write the report from the saved results")
-    bench.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    bench.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                       help="where our side runs (gpu: JAX_PLATFORMS=cuda); peers run where they always do (default: cpu)")
     bench.add_argument("--quick", action="store_true", help="the benchmarks' small settings")
     bench.add_argument("--bsml-peer", metavar="PATH", help="a checkout of the BSML author's Matlab code "
                        "(mehmetgonen/bssml), run under Octave beside ours; skipped when absent")
-    bench.add_argument("--benchmarks", default=None, help="the checkout's benchmarks/ folder (default: found from here)")
+    bench.add_argument("--benchmarks", default=None, metavar="PATH", help="the checkout's benchmarks/ folder (default: found from here)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bayeskit.core.xla import use_safe_cpu_scheduler
+
+    use_safe_cpu_scheduler()  # before JAX starts its backend; the subprocesses of `bench` inherit it
+    argv = sys.argv[1:] if argv is None else argv
+    given = argv[argv.index("--benchmarks") + 1] if "--benchmarks" in argv[:-1] else None
+    folder = _benchmarks_dir(given)
+    parser = _parser(_bench_models(folder))
     args = parser.parse_args(argv)
     if args.command == "bench":
-        return _bench(parser, args)
+        return _bench(parser, args, folder)
 
     from bayeskit.experiments import EXPERIMENTS, load_experiment, summary
 
     if args.command == "list":
         for name in EXPERIMENTS:
-            print(f"{name}: {summary(name)}")
+            print(name)
+            print(textwrap.fill(summary(name), width=100, initial_indent="    ", subsequent_indent="    "))
         return 0
     names = args.only or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -64,24 +96,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _bench(parser, args) -> int:
+def _bench(parser, args, folder: Path | None) -> int:
     """Run ``benchmarks/report.py`` of the checkout: the benchmarks live beside the package,
     not in it, because they install and call peers (R, Octave) that the package never needs."""
     import subprocess
-    from pathlib import Path
 
-    candidates = [Path(args.benchmarks)] if args.benchmarks else [Path.cwd() / "benchmarks",
-                                                                    Path(__file__).resolve().parents[1] / "benchmarks"]
-    script = next((c / "report.py" for c in candidates if (c / "report.py").exists()), None)
-    if script is None:
-        parser.error(f"no benchmarks/report.py in {[str(c) for c in candidates]}; run from a checkout of bayeskit "
-                     "or pass --benchmarks PATH")
+    if folder is None:
+        parser.error("bench runs from a checkout of bayeskit (no benchmarks/ folder with report.py here or beside "
+                     "the package); run it there or pass --benchmarks PATH")
+    unknown = [m for m in args.only or [] if m not in _bench_models(folder)]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose from {_bench_models(folder)}")
     if args.device == "gpu":
         import jax
 
         if not any(d.platform == "gpu" for d in jax.devices()):
             parser.error("--device gpu: JAX sees no GPU here (install jax[cuda12] on a machine with one)")
-    cmd = [sys.executable, str(script), "--device", args.device] + (["--quick"] if args.quick else [])
+    cmd = [sys.executable, str(folder / "report.py"), "--device", args.device] + (["--quick"] if args.quick else [])
     cmd += ["--bsml-peer", args.bsml_peer] if args.bsml_peer else []
     if not args.report:
         cmd += ["--run"] + (["--only", *args.only] if args.only else [])

@@ -27,9 +27,11 @@ def _check(name: str) -> str:
 
 
 def summary(name: str) -> str:
-    """The first line of the experiment's docstring, read from its source without importing it."""
+    """The first paragraph of the experiment's docstring on one line, without RST markup,
+    read from its source without importing it."""
     spec = importlib.util.find_spec(_check(name))
-    return ast.get_docstring(ast.parse(spec.loader.get_source(spec.name))).strip().splitlines()[0]
+    paragraph = ast.get_docstring(ast.parse(spec.loader.get_source(spec.name))).strip().split("\n\n")[0]
+    return " ".join(paragraph.split()).replace("``", "")
 
 
 def load_experiment(name: str) -> ModuleType:

@@ -1,6 +1,8 @@
 """The ROBPCA paper's simulations (Hubert, Rousseeuw & Vanden Branden 2005, Section 5):
 ROBPCA against classical PCA (CPCA), spherical (SPHER) and ellipsoidal (ELL) PCA and RAPCA
-on contaminated normal samples
+on contaminated normal samples.
+
+The samples are
 
     (1 - eps) N_p(0, Sigma) + eps N_p(mu~, Sigma / f2),   mu~ = f1 e_{k+1},
 

@@ -1,0 +1,67 @@
+"""The bayeskit command answers help, list and argument errors without starting JAX or
+importing an experiment, lists whole descriptions, and names the valid choices."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from bayeskit import cli
+from bayeskit.experiments import EXPERIMENTS, summary
+
+# runs the command in a fresh interpreter and reports whether JAX or an experiment was imported
+PROBE = textwrap.dedent(
+    """
+    import contextlib, io, sys
+    from bayeskit import cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            code = cli.main({argv!r})
+        except SystemExit as e:
+            code = e.code
+    heavy = sorted(m for m in sys.modules if m.split(".")[0] == "jax" or m.startswith("bayeskit.experiments."))
+    print(code, len(heavy), heavy[:3])
+    print(out.getvalue())
+    """
+)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["reproduce", "--only", "nosuchthing"], ["bench", "--only", "nosuchmodel"]])
+def test_help_list_and_argument_errors_import_no_jax(argv):
+    run = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    code, n_heavy = run.stdout.split()[:2]
+    assert n_heavy == "0", run.stdout[:500]
+    assert code == ("0" if argv[0] in ("--help", "list") else "2"), run.stdout[:2000]
+
+
+def test_list_gives_each_experiments_whole_first_paragraph(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in EXPERIMENTS:
+        text = summary(name)
+        assert text.endswith(".") and "``" not in text and "\n" not in text, (name, text)
+        assert " ".join(text.split()[-3:]) in " ".join(out.split())
+
+
+def test_unknown_names_are_answered_with_the_valid_choices(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["reproduce", "--only", "nosuchthing"])
+    assert e.value.code == 2 and "bsml_supervised" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--only", "nosuchmodel"])
+    err = capsys.readouterr().err
+    assert "nosuchmodel" in err and "glasso" in err and "report.py" not in err
+
+
+def test_help_is_plain_text_and_lists_the_benchmark_models(capsys):
+    for argv in (["--help"], ["bench", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        text = capsys.readouterr().out
+        assert "``" not in text
+    assert "glasso" in text and "--device" in text and "where our side runs" in text
