@@ -88,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
     _enable_x64()
+    from bayeskit.experiments.common import markdown_tables
+
     for name in names:
         start = time.perf_counter()
         print(f"== {name} ({'quick' if args.quick else 'full'}) ==", flush=True)
-        load_experiment(name).run(args.out, quick=args.quick, seed=args.seed)
-        print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {args.out}/", flush=True)
+        with markdown_tables(Path(args.out) / f"{name}.md"):
+            load_experiment(name).run(args.out, quick=args.quick, seed=args.seed)
+        print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {args.out}/ (JSON, Markdown tables, figures)",
+              flush=True)
     return 0
 
 

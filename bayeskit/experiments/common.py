@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -85,7 +86,45 @@ def print_table(title: str, header: list[str], rows: list[list]) -> str:
     lines += ["  ".join(fmt(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
     text = "\n".join(lines)
     print(text, flush=True)
+    _to_markdown(markdown_table(title, header, rows))
     return text
+
+
+def print_note(text: str) -> None:
+    """Print a finding that goes with the tables (and add it to the Markdown file, as print_table)."""
+    print(text, flush=True)
+    _to_markdown(" ".join(text.split()))
+
+
+def markdown_table(title: str, header: list[str], rows: list[list]) -> str:
+    """``title`` as a paragraph, then a Markdown table of ``rows`` (cells as ``fmt`` prints them)."""
+    cell = lambda v: fmt(v).replace("|", "\\|").replace("\n", " ")
+    lines = [f"**{' '.join(title.split())}**", "", "| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(cell, r)) + " |" for r in rows])
+
+
+_markdown: dict | None = None  # where print_table and print_note also write, inside markdown_tables()
+
+
+def _to_markdown(block: str) -> None:
+    if _markdown is not None:
+        _markdown["blocks"].append(block)
+        _markdown["path"].write_text("\n\n".join(_markdown["blocks"]) + "\n")
+
+
+@contextlib.contextmanager
+def markdown_tables(path: str | os.PathLike):
+    """Inside this context every table that :func:`print_table` prints (and every
+    :func:`print_note`) is also written to ``path`` as Markdown, the file rewritten after
+    each one (a long run's file is current)."""
+    global _markdown
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    outer, _markdown = _markdown, {"path": path, "blocks": []}
+    try:
+        yield path
+    finally:
+        _markdown = outer
 
 
 def earlier_results(out_dir: str | os.PathLike, name: str, settings: dict) -> dict:

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from bayeskit.covariance import glasso, rca
-from bayeskit.experiments.common import print_table, save_figure
+from bayeskit.experiments.common import print_note, print_table, save_figure
 
 RECALL_LEVELS = (0.2, 0.4, 0.6, 0.8)
 
@@ -116,7 +116,7 @@ def report(title: str, curves: dict[str, list[dict]], diagnostics: list[list[dic
     print_table(f"{title}: interpolated precision at recall r, mean (sd) over subsamples",
                 ["method"] + [f"r >= {r}" for r in RECALL_LEVELS], rows)
     fits = [d for info in diagnostics for d in info]
-    print(f"EM/RCA: largest drop of the bound in any fit {max(d['max_decrease'] for d in fits):.2e}; "
+    print_note(f"EM/RCA: largest drop of the bound in any fit {max(d['max_decrease'] for d in fits):.2e}; "
           f"{np.mean([d['n_iter'] for d in fits]):.0f} iterations and {np.mean([d['components'] for d in fits]):.1f} "
           f"residual components per fit on average; seconds EM/RCA {seconds['EM/RCA']:.1f}, GLASSO "
           f"{seconds['GLASSO']:.1f} (including compilation)")

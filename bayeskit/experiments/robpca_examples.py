@@ -17,7 +17,7 @@ from scipy.stats import median_abs_deviation
 
 from bayeskit.datasets import load_robpca
 from bayeskit.estimators import ROBPCA
-from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.experiments.common import print_note, print_table, save_figure, write_json
 from bayeskit.robust import pca_baselines, robpca
 
 NAME = "robpca_examples"
@@ -86,9 +86,9 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     plot_tolerance_ellipse(d.scores, values, labels=labels, ax=axes[1, 2], title="classical scores, cars, 97.5% ellipse")
     print_table("\nROBPCA outlier maps (rows 1-based)", ["data", "shape", "k", "h", "SD / OD cutoff", "known flagged",
                                                           "flagged", "bad leverage"], rows)
-    print("cars, bad leverage:", ", ".join(cars_names[i - 1] for i in out["cars"]["classes"]["bad_leverage"]))
-    print("cars, classical PCA:", {c: len(v) for c, v in out["cars_classical"]["classes"].items()},
-          "eigenvalues", np.round(values, 3).tolist(), "vs ROBPCA", np.round(cars_est.eigenvalues_, 3).tolist())
+    print_note("cars, bad leverage: " + ", ".join(cars_names[i - 1] for i in out["cars"]["classes"]["bad_leverage"]))
+    print_note(f"cars, classical PCA: {dict((c, len(v)) for c, v in out['cars_classical']['classes'].items())} eigenvalues "
+               f"{np.round(values, 3).tolist()} vs ROBPCA {np.round(cars_est.eigenvalues_, 3).tolist()}")
     save_figure(fig, out_dir, f"{NAME}.png", "ROBPCA outlier maps (top), classical PCA on the cars and the score "
                 "ellipses (bottom)")
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "results": out}

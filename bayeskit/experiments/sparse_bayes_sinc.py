@@ -23,7 +23,7 @@ import numpy as np
 
 from bayeskit.core.sweep import sweep
 from bayeskit.datasets import sinc_datasets
-from bayeskit.experiments.common import print_table, save_figure, write_json
+from bayeskit.experiments.common import print_note, print_table, save_figure, write_json
 from bayeskit.sparse import sparse_bayes
 
 NAME = "sparse_bayes_sinc"
@@ -159,7 +159,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     fits_figure(figure, X.shape[1], out_dir, NAME, "Sinc (Figure 1): truth (blue), fit (green), relevance vectors (red), "
                 "data set 0")
     for line in bls_behind(results):
-        print(line)
+        print_note(line)
     return report(out_dir, NAME, f"Sinc (Table 1): {n_sets} data sets per noise level, N = 100", "noise sd", rows,
                   {"quick": quick, "seed": seed, "n_sets": n_sets, "kernel": kernel, "results": results})
 
@@ -195,7 +195,7 @@ def report(out_dir, name: str, title: str, level: str, rows: list, payload: dict
     print_table(f"\n{title}; mean (sd) RMSE, relevance vectors, estimated noise sd, amortised ms per fit (vmapped, after "
                 "compilation)", [level, "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
     if not any("fastrvm" in k for k in payload["results"]):
-        print("fastrvm is not installed (pip install fastrvm): no peer column.")
+        print_note("fastrvm is not installed (pip install fastrvm): no peer column.")
     payload = {"experiment": name, **payload}
     write_json(out_dir, name, payload)
     return payload

@@ -24,7 +24,7 @@ import numpy as np
 
 from bayeskit.datasets import read_uci_bag_of_words, zipf_corpus
 from bayeskit.estimators import SparsePCA
-from bayeskit.experiments.common import print_table, write_json
+from bayeskit.experiments.common import print_note, print_table, write_json
 
 NAME = "sparse_pca_text"
 CARDINALITY = 5
@@ -58,7 +58,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     recovered = None if topics is None else len({int(np.argmax(c["words_per_topic"])) for c in components
                                                  if max(c["words_per_topic"]) == len(c["words"])})
     if recovered is not None:
-        print(f"planted topics recovered exactly (all of a component's words from one topic): {recovered} of {len(topics)}")
+        print_note(f"planted topics recovered exactly (all of a component's words from one topic): {recovered} of {len(topics)}")
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "source": source, "shape": list(X.shape),
                "nnz": int(X.nnz), "seconds": seconds, "components": components,
                "topics": None if topics is None else topics.tolist(), "topics_recovered": recovered}
