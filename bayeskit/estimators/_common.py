@@ -1,6 +1,8 @@
 """Helpers shared by the estimator wrappers: the key from ``random_state``, the choice
 among vmapped restarts and :func:`finish`, which turns a fit's ``Status`` into what a
-scikit-learn user expects (an exception or a ``ConvergenceWarning``)."""
+scikit-learn user expects (an exception or a ``ConvergenceWarning``), and
+:func:`warn_unmixed`, the same warning for MCMC draws whose diagnostics say the chains
+have not mixed."""
 
 from __future__ import annotations
 
@@ -78,3 +80,22 @@ def _best_restart(result, n_restarts: int, name: str, *, warn_max_iter: bool = T
         score = jnp.where(is_failure(result.status), -jnp.inf, result.objective)
         result = jax.tree.map(lambda a: a[int(jnp.argmax(score))], result)
     return finish(result, name, warn_max_iter=warn_max_iter)
+
+
+R_HAT_MAX = 1.05  # split R-hat above this: the chains disagree (Vehtari et al. 2021 advise 1.01; 1.05 is the older rule)
+ESS_MIN = 100  # effective draws below this: too few for a posterior mean
+
+
+def warn_unmixed(diagnostics: dict, name: str) -> None:
+    """Warn ``ConvergenceWarning`` when a traced quantity's split R-hat exceeds
+    ``R_HAT_MAX`` or its effective sample size (all chains together) is below ``ESS_MIN``,
+    naming each quantity with its numbers. ``diagnostics`` is
+    :func:`bayeskit.core.mcmc.diagnostics`' dict; NaN (one chain, constant draws) is no
+    evidence either way and stays silent."""
+    show = lambda v: "n/a" if np.isnan(v) else f"{v:.3g}"
+    bad = [f"{q} (R-hat {show(d['r_hat'])}, ESS {show(d['ess'])})" for q, d in diagnostics.items()
+           if d["r_hat"] > R_HAT_MAX or d["ess"] < ESS_MIN]
+    if bad:
+        warnings.warn(f"{name}: the chains have not mixed: {', '.join(bad)}; want R-hat <= {R_HAT_MAX} and ESS >= {ESS_MIN}. "
+                      "Run more sweeps (num_warmup, num_samples) or more chains, and check the traces in samples_.",
+                      ConvergenceWarning, stacklevel=3)

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.mcmc import diagnostics
-from bayeskit.estimators._common import _best_restart, _key
+from bayeskit.estimators._common import _best_restart, _key, warn_unmixed
 from bayeskit.relational import data as relational_data
 from bayeskit.relational import irm, lfrm, mmsb
 
@@ -64,7 +64,8 @@ class LFRMLinkPredictor(_LinkPredictor):
     ----------
     samples_ : dict of draws (chain, draw, ...), see ``bayeskit.relational.lfrm.sample_posterior``.
     n_features_ : posterior mean number of features K+.
-    diagnostics_ : R-hat (several chains) and effective sample size of the log joint and K+.
+    diagnostics_ : R-hat (several chains) and effective sample size of the log joint and K+;
+        ``fit`` warns ``ConvergenceWarning`` when an R-hat exceeds 1.05 or an ESS is below 100.
     """
 
     _takes_covariates = True
@@ -96,6 +97,7 @@ class LFRMLinkPredictor(_LinkPredictor):
                                               covariates=self.covariates_)
         self.n_features_ = float(np.mean(self.samples_["n_features"]))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_features"))
+        warn_unmixed(self.diagnostics_, type(self).__name__)
         return self
 
     def _predict(self):
@@ -117,7 +119,7 @@ class IRMLinkPredictor(_LinkPredictor):
     samples_ : dict of draws (chain, draw, ...): z, n_clusters, log_joint.
     n_clusters_ : posterior mean number of clusters.
     diagnostics_ : R-hat (several chains) and effective sample size of the log joint and
-        the number of clusters.
+        the number of clusters; ``fit`` warns as ``LFRMLinkPredictor``'s.
     """
 
     def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, num_warmup=200, num_samples=800,
@@ -138,6 +140,7 @@ class IRMLinkPredictor(_LinkPredictor):
                                              num_samples=self.num_samples, num_chains=self.num_chains)
         self.n_clusters_ = float(np.mean(self.samples_["n_clusters"]))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_clusters"))
+        warn_unmixed(self.diagnostics_, type(self).__name__)
         return self
 
     def _predict(self):

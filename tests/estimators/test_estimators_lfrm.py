@@ -1,12 +1,17 @@
 """The link-prediction estimators: shapes, the IRM start, held-out accuracy on a planted
-network, and their errors."""
+network, their errors, and the warning when the chains have not mixed."""
+
+import warnings
 
 import numpy as np
 import pytest
 from scipy.special import expit
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import roc_auc_score
 
+from bayeskit.core.mcmc import diagnostics
 from bayeskit.estimators import IRMLinkPredictor, LFRMLinkPredictor
+from bayeskit.estimators._common import ESS_MIN, R_HAT_MAX, warn_unmixed
 
 
 def _network(seed=0, n=24):
@@ -80,3 +85,23 @@ def test_lfrm_with_covariates_and_offsets():
     assert est.samples_["beta_c"].shape == (1, 20, 1, 0)
     assert float(np.mean(est.samples_["beta_p"])) > 0
     assert roc_auc_score(Y[test], prob[test]) > 0.9
+
+
+def test_a_short_unmixed_run_warns_with_its_r_hat():
+    Y, _, train, _ = _network()
+    with pytest.warns(ConvergenceWarning, match=r"have not mixed: log_joint \(R-hat [0-9.]+, ESS"):
+        est = LFRMLinkPredictor(n_features_max=8, num_warmup=0, num_samples=8, num_chains=2, random_state=0).fit(Y, train)
+    bad = est.diagnostics_["log_joint"]
+    assert bad["r_hat"] > R_HAT_MAX or bad["ess"] < ESS_MIN
+
+
+def test_mixed_draws_pass_silently_and_unmixed_ones_are_named():
+    rng = np.random.default_rng(0)
+    iid = diagnostics({"x": rng.normal(size=(4, 500)), "constant": np.ones((4, 500))}, ("x", "constant"))
+    assert iid["x"]["r_hat"] < 1.01 and iid["x"]["ess"] > 1000 and np.isnan(iid["constant"]["r_hat"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_unmixed(iid, "M")  # mixed draws and NaN diagnostics: no warning
+    apart = diagnostics({"x": rng.normal(size=(2, 500)) + np.array([[0.0], [3.0]])}, ("x",))
+    with pytest.warns(ConvergenceWarning, match=r"M: the chains have not mixed: x \(R-hat [2-9]"):
+        warn_unmixed(apart, "M")
