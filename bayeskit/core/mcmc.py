@@ -101,19 +101,20 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
     ``num_samples`` transitions follow the warm-up and every ``thinning``-th is kept. A 2-D
     ``init_params`` (one start for all chains) is repeated along the chain axis. With
     ``kernel.data_per_chain`` the model arguments carry the chain axis. ``progress`` shows
-    a bar over the transitions (off under ``CI``)."""
+    a bar over the transitions (off under ``CI``); it compiles once, not once per call."""
     if init_params is not None and num_chains > 1:
         init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
-    token = _progress.new_token() if _progress.enabled(progress) else None
     hparams = jax.tree.map(lambda v: v if isinstance(v, jax.Array) else np.asarray(v), kernel.hparams)
     return _run(hparams, key, model_args, init_params, kernel_type=type(kernel), data_per_chain=kernel.data_per_chain,
-                num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning, token=token)
+                num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
+                progress=_progress.enabled(progress))
 
 
 @partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning",
-                                   "token"))
+                                   "progress"))
 def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
-         thinning, token):
+         thinning, progress):
+    token = _progress.new_token() if progress else None  # one bar per compiled program, reused by its later calls
     kernel = kernel_type(hparams, data_per_chain)
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key
     state = kernel.init(keys, num_warmup, init_params, model_args, {})

@@ -55,6 +55,8 @@ class LFRMLinkPredictor(_LinkPredictor):
         Per-object sender and receiver offsets a_i, b_j (the paper's full model).
     num_warmup, num_samples, num_chains : MCMC sizes (chains vectorised).
     random_state : int, RandomState or None
+    progress : bool, default=True
+        A bar over the sweeps (off under the ``CI`` environment variable).
 
     ``fit(Y, mask=None, covariates=None)``: ``covariates`` is a dict with any of
     ``pair`` ((N, N) or (P, N, N)), ``sender`` ((N, Dp)) and ``receiver`` ((N, Dc)); each
@@ -71,7 +73,7 @@ class LFRMLinkPredictor(_LinkPredictor):
     _takes_covariates = True
 
     def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", offsets=False, num_warmup=200,
-                 num_samples=800, num_chains=1, random_state=None):
+                 num_samples=800, num_chains=1, random_state=None, progress=True):
         self.n_features_max = n_features_max
         self.link = link
         self.symmetric = symmetric
@@ -81,6 +83,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         self.num_samples = num_samples
         self.num_chains = num_chains
         self.random_state = random_state
+        self.progress = progress
 
     def fit(self, Y, mask=None, covariates=None):
         validation.check_choice("init", self.init, ("random", "irm"))
@@ -94,7 +97,7 @@ class LFRMLinkPredictor(_LinkPredictor):
             start = lfrm.irm_start(k_init, Y, mask, k_max=self.n_features_max, symmetric=self.symmetric, num_chains=self.num_chains)
         self.samples_ = lfrm.sample_posterior(k_mcmc, Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
                                               num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start,
-                                              covariates=self.covariates_)
+                                              covariates=self.covariates_, progress=self.progress)
         self.n_features_ = float(np.mean(self.samples_["n_features"]))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_features"))
         warn_unmixed(self.diagnostics_, type(self).__name__)
@@ -112,7 +115,7 @@ class IRMLinkPredictor(_LinkPredictor):
     n_clusters_max : int, default=24
     symmetric : bool
     gamma, beta : CRP concentration and Beta prior of the block probabilities.
-    num_warmup, num_samples, num_chains, random_state : as ``LFRMLinkPredictor``.
+    num_warmup, num_samples, num_chains, random_state, progress : as ``LFRMLinkPredictor``.
 
     Attributes
     ----------
@@ -123,7 +126,7 @@ class IRMLinkPredictor(_LinkPredictor):
     """
 
     def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, num_warmup=200, num_samples=800,
-                 num_chains=1, random_state=None):
+                 num_chains=1, random_state=None, progress=True):
         self.n_clusters_max = n_clusters_max
         self.symmetric = symmetric
         self.gamma = gamma
@@ -132,12 +135,13 @@ class IRMLinkPredictor(_LinkPredictor):
         self.num_samples = num_samples
         self.num_chains = num_chains
         self.random_state = random_state
+        self.progress = progress
 
     def fit(self, Y, mask=None, covariates=None):
         Y, mask = self._prepare(Y, mask, covariates)
         self.hyperparams_ = irm.Hyperparams(c_max=self.n_clusters_max, symmetric=self.symmetric, gamma=self.gamma, beta=self.beta)
         self.samples_ = irm.sample_posterior(_key(self.random_state), Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
-                                             num_samples=self.num_samples, num_chains=self.num_chains)
+                                             num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
         self.n_clusters_ = float(np.mean(self.samples_["n_clusters"]))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_clusters"))
         warn_unmixed(self.diagnostics_, type(self).__name__)

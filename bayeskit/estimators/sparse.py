@@ -223,7 +223,7 @@ class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, *, num_samples=15000, num_warmup=3000, method="gibbs", num_chains=1, alpha=0.05,
-                 lambda_prior=(0.1, 0.1), random_state=None, progress=False):
+                 lambda_prior=(0.1, 0.1), random_state=None, progress=True):
         self.num_samples = num_samples
         self.num_warmup = num_warmup
         self.method = method

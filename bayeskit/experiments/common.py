@@ -41,7 +41,7 @@ def timed(jitted, *args, **kwargs):
 def fit_bsml(X_train, Y_train, X_test, Y_test, hp: bsml.Hyperparams, *, seed=0, max_iter=500, tol=0.0):
     """Fit BSML and score it on the test split; times exclude compilation."""
     X = jnp.asarray(X_train)
-    fit = jax.jit(lambda key, X, Y, hp: bsml.fit(key, X, Y, hp, max_iter=max_iter, tol=tol, throw=False))
+    fit = jax.jit(lambda key, X, Y, hp: bsml.fit(key, X, Y, hp, max_iter=max_iter, tol=tol, throw=False, progress=True))
     result, compile_s, run_s = timed(fit, jax.random.key(seed), X, jnp.asarray(Y_train, jnp.int8), loop.as_arrays(hp, X.dtype))
     proba = bsml.predict_proba(result.state, X_test, hp)
     report = multilabel_report(Y_test, proba)

@@ -80,7 +80,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
         hp = sbmoe.Hyperparams.paper(n_experts=cfg["experts"], gate_steps=cfg["gate_steps"], **overrides)
         jax.clear_caches()  # every fit timed as a fresh one, compilation included
         t = time.perf_counter()
-        result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], optimizer=optax.adam(lr))
+        result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], optimizer=optax.adam(lr), progress=True)
         jax.block_until_ready(result.trace)
         mean_precision = sbmoe.mean_precision(result.state, hp)
         info[label] = {"overrides": overrides, "learning_rate": lr, "seconds": time.perf_counter() - t,

@@ -157,7 +157,7 @@ def _fit_sbmoe(key, X, Y, hp, cfg):
     """The fit and its seconds as a fresh process would see them (compilation included)."""
     jax.clear_caches()
     t = time.perf_counter()
-    result = sbmoe.fit(key, X, Y, hp, max_iter=cfg["sweeps"])
+    result = sbmoe.fit(key, X, Y, hp, max_iter=cfg["sweeps"], progress=True)
     jax.block_until_ready(result.trace)
     return result, time.perf_counter() - t
 

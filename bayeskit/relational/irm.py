@@ -190,11 +190,12 @@ class IRMGibbs(VectorisedKernel):
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, separate_relations: bool = False,
-                     progress: bool = False) -> dict:
+                     progress: bool = True) -> dict:
     """Run vectorised IRM chains on Y (R, N, N) or (N, N) with training ``mask``; draws
     (chain, draw, ...) of z (cluster labels), n_clusters and log_joint. With
     ``separate_relations`` each relation has its own partition (one vectorised call) and
-    the draws are (relation, chain, draw, ...)."""
+    the draws are (relation, chain, draw, ...). ``progress`` shows a bar over the sweeps
+    (off under the ``CI`` environment variable)."""
     import warnings
 
     hparams = hparams or Hyperparams()

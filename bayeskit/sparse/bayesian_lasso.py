@@ -37,6 +37,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import mcmc
+from bayeskit.core import progress as _progress
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
 
 
@@ -179,10 +180,11 @@ def check_problem(X, y):
 
 
 def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: str = "gibbs", num_warmup: int = 3000,
-                     num_samples: int = 15000, num_chains: int = 1, progress: bool = False) -> dict:
+                     num_samples: int = 15000, num_chains: int = 1, progress: bool = True) -> dict:
     """Posterior draws (chain, draw, ...) of beta, sigma2, tau2 and lambda2, by the Gibbs
     sampler or NUTS (the paper's 3,000 burn-in and 15,000 kept draws by default). The
-    intercept's draws are ``mean(y) - mean(X) beta`` plus its own noise; not returned."""
+    intercept's draws are ``mean(y) - mean(X) beta`` plus its own noise; not returned.
+    ``progress`` shows a bar over the transitions (off under the ``CI`` environment variable)."""
     hparams = hparams or Hyperparams()
     check_problem(X, y)
     if method not in ("gibbs", "nuts"):
@@ -194,7 +196,7 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     from numpyro.infer import MCMC, NUTS
 
     mcmc = MCMC(NUTS(model), num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
-                chain_method="vectorized", progress_bar=progress)
+                chain_method="vectorized", progress_bar=_progress.enabled(progress))
     mcmc.run(key, data.X, data.y, hparams)
     s = mcmc.get_samples(group_by_chain=True)
     return {"beta": s["beta"], "sigma2": s["sigma2"], "tau2": s["tau2"], "lambda2": s["lambda2"]}

@@ -42,3 +42,22 @@ def test_inference_data_matches_arviz():
     assert np.isnan(diagnostics({"x": rng.normal(size=(2, 3))}, names=("x",))["x"]["ess"])
     with pytest.raises(ValueError, match="chain, draw"):
         diagnostics({"x": np.ones(10)}, names=("x",))
+
+
+def test_a_sampler_with_its_progress_bar_compiles_once_and_draws_the_bar(monkeypatch, capsys):
+    import jax
+
+    from bayeskit.core import mcmc
+    from bayeskit.datasets import ibp_toy_images
+    from bayeskit.relational import ibp
+
+    monkeypatch.delenv("CI", raising=False)
+    X = ibp_toy_images(jax.random.key(0), 12)[0]
+    hp = ibp.Hyperparams(k_max=6)
+    first = ibp.sample_posterior(jax.random.key(1), X, hp, num_warmup=3, num_samples=4, progress=True)
+    size = mcmc._run._cache_size()
+    again = ibp.sample_posterior(jax.random.key(2), X, hp, num_warmup=3, num_samples=4, progress=True)
+    jax.effects_barrier()
+    assert mcmc._run._cache_size() == size  # a new bar, not a new program
+    assert first["n_features"].shape == again["n_features"].shape == (1, 4)
+    assert "fit" in capsys.readouterr().err

@@ -296,13 +296,14 @@ def _check(X, hparams: Hyperparams):
 
 def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     progress: bool = False) -> dict[str, Array]:
+                     progress: bool = True) -> dict[str, Array]:
     """Run ``num_chains`` vectorised chains of the collapsed Gibbs sampler.
 
     Returns the draws laid out (chain, draw, ...): ``Z`` (int8, N x k_max), ``alpha``,
     ``sigma_x``, ``sigma_a``, ``n_features`` (K+), ``log_joint`` and ``lost_births``
     (probability of births that did not fit in ``k_max``; a warning is raised if any
-    draw has a noticeable one).
+    draw has a noticeable one). ``progress`` shows a bar over the sweeps (off under the
+    ``CI`` environment variable).
     """
     import warnings
 

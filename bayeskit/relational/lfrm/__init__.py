@@ -59,7 +59,7 @@ def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweep
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     covariates=None, separate_relations: bool = False, progress: bool = False) -> dict:
+                     covariates=None, separate_relations: bool = False, progress: bool = True) -> dict:
     """Run ``num_chains`` vectorised LFRM chains on Y (R, N, N) or (N, N).
 
     ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
@@ -68,6 +68,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so),
     and the regression terms c, beta, beta_p, beta_c, a, b (see :mod:`bayeskit.relational.lfrm.model`).
     ``covariates``: see :func:`check_covariates`; pass the same to ``predict_proba``.
+    ``progress`` shows a bar over the sweeps (off under the ``CI`` environment variable).
 
     With ``separate_relations`` each relation gets its own model (the paper's "single"
     setting), all in one vectorised call: the draws are then (relation, chain, draw, ...)
