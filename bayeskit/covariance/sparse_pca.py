@@ -79,7 +79,10 @@ def box_qp(Y, s, lam, u0, n_sweeps: int = 50, tol: float = 1e-10) -> Array:
     """(4) by coordinate descent from ``u0`` (projected onto the box; ``lam`` a scalar or
     per-coordinate half-widths): each coordinate
     u_i = clip(-(sum_{j != i} Y_ij u_j) / Y_ii, s_i - lambda, s_i + lambda), until a sweep
-    moves no coordinate by more than ``tol`` times the box width or ``n_sweeps`` sweeps."""
+    moves no coordinate by more than ``tol`` times the box width or ``n_sweeps`` sweeps.
+    ``tol`` is raised to 16 ulps of the dtype: below that a float32 sweep never stops moving
+    by rounding alone, and every call would run all ``n_sweeps``."""
+    tol = max(tol, 16 * float(jnp.finfo(jnp.result_type(Y)).eps))
     lo, hi = s - lam, s + lam
     u = jnp.clip(u0, lo, hi)
     n = s.shape[0]
