@@ -74,7 +74,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         s_schedule="resolve",
         init="agglomerative",
         kappa0=0.01,
-        nu0=50.0,
+        nu0=10.0,
         sigma0=None,
         expert_width=0.25,
         eta0=None,

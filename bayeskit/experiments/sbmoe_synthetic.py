@@ -2,7 +2,7 @@
 (1-D output, C = 32) and 4.2 (2-D output, C = 64), N = 2000 training pairs, three seeds.
 
 Rows: SBMoE with this library's defaults (20 sweeps x 50 Adam sub-steps; s = softmax(A),
-eta_q = 1000, lambda0 = 30, nu0 = 50, expert width 0.25, see ``sbmoe.Hyperparams``); the same
+eta_q = 1000, lambda0 = 30, nu0 = 10, expert width 0.25, see ``sbmoe.Hyperparams``); the same
 fit's plug-in predictive (posterior means in place of the draws); SBMoE with the paper's
 settings (``Hyperparams.paper``); in 1-D, SBMoE on log inputs (both inputs are positive
 Gamma parameters); the conditional DP mixture (alpha = 1, truncation C); one ARD GP per
