@@ -329,6 +329,7 @@ def run(out_dir, quick: bool = False, seed: int = 0, *, splits: int | None = Non
             print(f"{label}, split {split}: " + ", ".join(f"{m} {v['auc_mean']:.4f}" for m, v in entry["splits"][key].items()),
                   flush=True)
         _table({label: summarise({label: entry})[label]}, st)
+        jax.clear_caches()  # the next case has other shapes; one process holding every case's programs ran out of LLVM memory maps
     payload["complete"] = True
     payload["summary"] = summarise(results)
     write_json(out_dir, NAME, payload)
