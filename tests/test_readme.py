@@ -1,5 +1,6 @@
 """Every Python block of the README runs as pasted in a fresh interpreter, under JAX's
-defaults (float32) and on the data bayeskit ships or generates. Sizes a reader would use
+defaults (float32, where no float64 may be requested) and on the data bayeskit ships or
+generates. Sizes a reader would use
 are shrunk here by exact replacements, each of which must still match its block, so the
 README cannot drift from what is run."""
 
@@ -49,5 +50,7 @@ def test_readme_block_runs_as_pasted(index, tmp_path):
     if SEVERAL_PROCESSES in code:
         pytest.skip("a block for several processes or machines")
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
-    run = subprocess.run([sys.executable, "-c", _runnable(code)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    # a float64 request under float32 defaults (JAX truncates it, with a warning) fails the block
+    run = subprocess.run([sys.executable, "-W", "error:Explicitly requested dtype", "-c", _runnable(code)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, f"README block {index}:\n{code}\n{run.stderr[-4000:]}"

@@ -150,7 +150,7 @@ def paired_time_kernel(times, *, lengthscale: float = 20.0, jitter: float = 1e-4
     kernel exp(-(t - t')^2 / (2 lengthscale^2)) + jitter I over the stacked time points of
     both series (e.g. treatment then control), so that both series are explained as one
     shared smooth function and RCA's residual components carry their difference."""
-    t = jnp.asarray(times, dtype=float).reshape(-1)
+    t = jnp.asarray(times, dtype=jnp.result_type(float)).reshape(-1)
     return jnp.exp(-0.5 * (t[:, None] - t[None, :]) ** 2 / lengthscale**2) + jitter * jnp.eye(t.shape[0])
 
 

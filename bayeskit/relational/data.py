@@ -24,7 +24,10 @@ class Covariates(eqx.Module):
     receiver: Float[Array, "n dc"]
 
 
-def no_covariates(n: int, dtype=float) -> Covariates:
+def no_covariates(n: int, dtype=None) -> Covariates:
+    """Empty covariates for n objects, in ``dtype`` (default: JAX's default float, so no
+    float64 is requested when float64 is off)."""
+    dtype = dtype or jnp.result_type(float)
     return Covariates(jnp.zeros((0, n, n), dtype), jnp.zeros((n, 0), dtype), jnp.zeros((n, 0), dtype))
 
 
@@ -113,7 +116,7 @@ def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
     or a :class:`Covariates`; finite values and N matching Y, else a ``ValueError``. An
     undirected model takes no ``receiver`` (its sender terms serve both ends)."""
     if covariates is None:
-        return no_covariates(n, np.float64)
+        return no_covariates(n)
     if isinstance(covariates, Covariates):
         covariates = {k: getattr(covariates, k) for k in COVARIATE_KINDS}
     if not isinstance(covariates, dict) or set(covariates) - set(COVARIATE_KINDS):
