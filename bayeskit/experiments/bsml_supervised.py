@@ -30,6 +30,8 @@ from bayeskit.experiments.paper_values import DATASETS
 from bayeskit.multilabel.bsml import Hyperparams
 
 NAME = "bsml_supervised"
+PAPER_NOTE = ("curves only (Figures 2-5), no numbers to print; its text: BSML beats every baseline in hamming loss and "
+              "average AUC on Emotions at every R, by about two points at R = 2")
 
 
 def _settings(quick: bool):
@@ -64,7 +66,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
             write_json(out_dir, NAME, payload)
             table = [[m, *(v[k] for k in METRICS), v["train_seconds"]] for m, v in entry.items()]
             table.append(["PROBIT (no reduction)", *(done["PROBIT"][k] for k in METRICS), done["PROBIT"]["train_seconds"]])
-            print_table(f"\n{name}, R = {r}, {max_iter} iterations", ["method", *METRICS, "train_s"], table)
+            print_table(f"\n{name}, R = {r}, {max_iter} iterations", ["method", *METRICS, "train_s"], table, paper=PAPER_NOTE)
     payload["complete"] = True
     write_json(out_dir, NAME, payload)
     plot(payload, out_dir)

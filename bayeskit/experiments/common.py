@@ -80,13 +80,17 @@ def fmt(v) -> str:
     return f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
-def print_table(title: str, header: list[str], rows: list[list]) -> str:
+def print_table(title: str, header: list[str], rows: list[list], paper: str | None = None) -> str:
+    """Print a table (and add it to the Markdown file inside :func:`markdown_tables`).
+    ``paper`` says what the paper reports for a table without a paper column, and why no
+    number of it stands beside ours; it is printed under the table as "paper: ..."."""
     widths = [max(len(str(h)), *(len(fmt(r[i])) for r in rows)) for i, h in enumerate(header)]
     lines = [title, "  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(fmt(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
+    lines += [f"paper: {paper}"] if paper else []
     text = "\n".join(lines)
     print(text, flush=True)
-    _to_markdown(markdown_table(title, header, rows))
+    _to_markdown(markdown_table(title, header, rows) + (f"\n\npaper: {paper}" if paper else ""))
     return text
 
 

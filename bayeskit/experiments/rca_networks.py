@@ -114,7 +114,8 @@ def report(title: str, curves: dict[str, list[dict]], diagnostics: list[list[dic
     """Print the interpolated-precision table and EM/RCA's diagnostics; return the table."""
     rows, table = summary_rows(curves)
     print_table(f"{title}: interpolated precision at recall r, mean (sd) over subsamples",
-                ["method"] + [f"r >= {r}" for r in RECALL_LEVELS], rows)
+                ["method"] + [f"r >= {r}" for r in RECALL_LEVELS], rows,
+                paper="precision-recall curves only (Figure 3), no numbers to print; its text: EM/RCA above the graphical lasso")
     fits = [d for info in diagnostics for d in info]
     print_note(f"EM/RCA: largest drop of the bound in any fit {max(d['max_decrease'] for d in fits):.2e}; "
           f"{np.mean([d['n_iter'] for d in fits]):.0f} iterations and {np.mean([d['components'] for d in fits]):.1f} "

@@ -85,7 +85,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                            title="ROBPCA scores, cars, 97.5% ellipse")
     plot_tolerance_ellipse(d.scores, values, labels=labels, ax=axes[1, 2], title="classical scores, cars, 97.5% ellipse")
     print_table("\nROBPCA outlier maps (rows 1-based)", ["data", "shape", "k", "h", "SD / OD cutoff", "known flagged",
-                                                          "flagged", "bad leverage"], rows)
+                                                          "flagged", "bad leverage"], rows,
+                paper="outlier maps only (Section 4); its flagged rows are the 'known flagged' column")
     print_note("cars, bad leverage: " + ", ".join(cars_names[i - 1] for i in out["cars"]["classes"]["bad_leverage"]))
     print_note(f"cars, classical PCA: {dict((c, len(v)) for c, v in out['cars_classical']['classes'].items())} eigenvalues "
                f"{np.round(values, 3).tolist()} vs ROBPCA {np.round(cars_est.eigenvalues_, 3).tolist()}")

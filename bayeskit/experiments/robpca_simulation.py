@@ -112,7 +112,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                         + [f"{cell[m]['variability']:.3f}" for m in METHODS])
         print_table(f"\n{setting}, k = {k}: mean maxsub (0 = the true subspace) and proportion of variability "
                     f"({n_rep} replications)", ["eps", "f1", "f2"] + [f"maxsub {m}" for m in METHODS]
-                    + [f"var {m}" for m in METHODS], rows)
+                    + [f"var {m}" for m in METHODS], rows, paper="Tables 1-2 and Figures 5-8; their values were not available to us")
         results[setting] = cells
     figure(results, out_dir, n_rep)
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "n_replications": n_rep, "methods": METHODS,

@@ -193,7 +193,8 @@ def bls_behind(results: dict) -> list[str]:
 def report(out_dir, name: str, title: str, level: str, rows: list, payload: dict) -> dict:
     """Print the table of :func:`table_row` rows and write the JSON."""
     print_table(f"\n{title}; mean (sd) RMSE, relevance vectors, estimated noise sd, amortised ms per fit (vmapped, after "
-                "compilation)", [level, "method", "RMSE", "NOV", "sigma", "ms/fit"], rows)
+                "compilation)", [level, "method", "RMSE", "NOV", "sigma", "ms/fit"], rows,
+                paper="Tables 1-2 of Helgoy & Li; their values were not available to us")
     if not any("fastrvm" in k for k in payload["results"]):
         print_note("fastrvm is not installed (pip install fastrvm): no peer column.")
     payload = {"experiment": name, **payload}

@@ -17,12 +17,13 @@ def test_tables_and_notes_inside_the_context_are_written_as_markdown(tmp_path, c
         common.print_table("\nFirst table", ["method", "loss"], [["x | y", 0.25], ["z", None]])
         assert path.read_text().count("|---|---|") == 1  # written after each table
         common.print_note("A finding\nover two lines.")
-        common.print_table("Second", ["k"], [[3]])
+        common.print_table("Second", ["k"], [[3]], paper="curves only")
     common.print_table("after", ["b"], [[2]])
     text = path.read_text()
     assert "outside" not in text and "after" not in text
     assert text.index("**First table**") < text.index("A finding over two lines.") < text.index("**Second**")
     assert "| method | loss |" in text and "| x \\| y | 0.2500 |" in text and "| z | - |" in text
+    assert text.rstrip().endswith("| 3 |\n\npaper: curves only")
     assert "A finding" in capsys.readouterr().out
 
 
