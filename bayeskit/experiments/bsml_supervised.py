@@ -86,19 +86,22 @@ def plot(payload: dict, out_dir) -> None:
     for name, res in payload["results"].items():
         ranks = sorted(res["by_R"], key=int)
         methods = sorted({m for r in ranks for m in res["by_R"][r]})
-        fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4))
+        fig, grid = plt.subplots(2, 3, figsize=(13, 7.5))  # five panels and the legend, readable at a glance
+        axes, legend_ax = grid.flat[: len(panels)], grid.flat[-1]
         for ax, metric in zip(axes, panels):
             for m in methods:
                 xs = [int(r) for r in ranks if m in res["by_R"][r]]
                 ys = [res["by_R"][r][m][metric] for r in ranks if m in res["by_R"][r]]
-                ax.plot(xs, ys, marker="o", label=m, lw=2 if m == "BSML" else 1)
-            ax.axhline(res["PROBIT"][metric], color="k", ls="--", lw=1, label="PROBIT")
-            ax.set_xlabel("R")
-            ax.set_title(metric.replace("_", " "))
+                ax.plot(xs, ys, marker="o", ms=4, label=m, lw=2.5 if m == "BSML" else 1.2)
+            ax.axhline(res["PROBIT"][metric], color="k", ls="--", lw=1, label="PROBIT (no reduction)")
+            ax.set_xlabel("R (subspace dimension)")
+            ax.set_title(metric.replace("_", " "), fontsize=12)
+            ax.grid(alpha=0.3)
             if metric == "train_seconds":
                 ax.set_yscale("log")
-        axes[0].legend(fontsize=7)
-        fig.suptitle(f"{name}: BSML vs baselines")
+        legend_ax.axis("off")
+        legend_ax.legend(*axes[0].get_legend_handles_labels(), loc="center", fontsize=12, frameon=False)
+        fig.suptitle(f"{name}: BSML against the projection + PROBIT baselines (Figures 2-5)", fontsize=14)
         fig.tight_layout()
         fig.savefig(Path(out_dir) / f"{NAME}_{name}.png", dpi=110)
         plt.close(fig)
