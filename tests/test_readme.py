@@ -18,8 +18,13 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCKS = re.findall(r"^```python\n(.*?)^```", README.read_text(), flags=re.S | re.M)
 # (a line that identifies the block, [(text in the README, what the test runs instead)])
 SMALLER = [
+    ("model.transform(X_test)           # (202, 2) embeddings", [("random_state=0)", "random_state=0, max_iter=30)")]),
+    ("results.status, results.objective", [("max_iter=500)", "max_iter=30)"), ("throw=False))(keys)", "throw=False, max_iter=30))(keys)")]),
+    ('bayeskit.save("fit.bkz", result, hp)', [("random_state=0)", "random_state=0, max_iter=30)"),
+                                              ("Y_train, hp)\n", "Y_train, hp, max_iter=30)\n")]),
     ("sbmoe_synthetic_1d(jax.random.key(0), 1000)", [("1000)", "200)"), ("n_experts=16", "n_experts=6")]),
-    ("ibp_toy_images(jax.random.key(0), 100)", [("100)", "30)"), ("num_chains=4)", "num_chains=2, num_warmup=10, num_samples=10)"),
+    ("ibp_toy_images(jax.random.key(0), 100)", [("100)", "30)"), ('load_relational("kinship")', 'load_relational("nations")'),
+                                                ("num_chains=4)", "num_chains=2, num_warmup=10, num_samples=10)"),
                                                 ("num_chains=2, random_state=0)", "num_chains=2, num_warmup=5, num_samples=5, random_state=0)"),
                                                 ("offsets=True, num_chains=2)", "offsets=True, num_chains=2, num_warmup=5, num_samples=5)")]),
     ("BayesianLassoRegressor(method=\"gibbs\")", [("method=\"gibbs\")", "method=\"gibbs\", num_warmup=100, num_samples=200)")]),

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import bayeskit
+from bayeskit.core import sweep as sweep_module
 from bayeskit.covariance import glasso, hsic, sparse_pca
 from bayeskit.density import sbmoe
 from bayeskit.multilabel import bsml
@@ -52,7 +53,7 @@ def check(fit_fn, keys_, datasets=(), hparams=None, in_axes=(0, 0), rtol=1e-9, a
 
 
 def test_sweep_spans_all_devices():
-    assert bayeskit.core.sweep.default_mesh().devices.size == 8
+    assert sweep_module.default_mesh().devices.size == 8
 
 
 def test_multilabel_bsml_restarts():
