@@ -122,7 +122,7 @@ def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, 
 
     def transition(i, state):
         if token is not None:
-            _progress.report(token, total, i, i)
+            _progress.report(token, total, i, desc="sample")
         return kernel.sample(state, model_args, {})
 
     state = jax.lax.fori_loop(0, num_warmup, transition, state)

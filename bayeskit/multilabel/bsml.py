@@ -144,11 +144,22 @@ class State(eqx.Module):
 
 
 def prepare(X: Array, Y: Array, hparams: Hyperparams) -> Data:
-    """Precompute ``X'X`` (and its eigendecomposition under ARD) once."""
+    """Precompute ``X'X`` (and its eigendecomposition under ARD) once.
+
+    The eigendecomposition comes from the SVD of X (``X'X = V S^2 V'``) rather than from
+    ``X'X`` itself: the squared singular values keep the small eigenvalues that rounding
+    in ``X'X`` wipes out in float32 when features are on very different scales (their
+    exactness is what keeps the ARD update from diverging along those directions)."""
     gram = X.T @ X
     if hparams.prior == "ard":
-        values, vectors = jnp.linalg.eigh(gram)
-        return Data(X, Y, gram, jnp.maximum(values, 0), vectors)
+        n, d = X.shape
+        if n >= d:
+            _, sv, Vt = jnp.linalg.svd(X, full_matrices=False)
+            vectors = Vt.T
+        else:  # a full basis of R^d; the d - n directions outside X's row space have eigenvalue 0
+            vectors, sv, _ = jnp.linalg.svd(X.T, full_matrices=True)
+            sv = jnp.concatenate([sv, jnp.zeros(d - n, sv.dtype)])
+        return Data(X, Y, gram, sv * sv, vectors)
     return Data(X, Y, gram, None, None)
 
 

@@ -60,4 +60,4 @@ def test_a_sampler_with_its_progress_bar_compiles_once_and_draws_the_bar(monkeyp
     jax.effects_barrier()
     assert mcmc._run._cache_size() == size  # a new bar, not a new program
     assert first["n_features"].shape == again["n_features"].shape == (1, 4)
-    assert "fit" in capsys.readouterr().err
+    assert "sample" in capsys.readouterr().err
