@@ -22,7 +22,8 @@ def _fake_model(calls):
         return [A @ A + scale * rng.random(A.shape) for _ in range(chains)]
 
     def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
-        return fit(method, key, Y, train, symmetric, chains, covariates), [1.0] * chains, 1.0 + 0.01 * len(calls)
+        saturated = 0.5 if method == "LFRM rand" else 0.0
+        return fit(method, key, Y, train, symmetric, chains, covariates), [1.0] * chains, 1.0 + 0.01 * len(calls), saturated
 
     def mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
         return fit("MMSB", key, Y, train, symmetric, restarts), [grid[0]] * restarts, {str(grid[0]): 0.0}
@@ -62,6 +63,10 @@ def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_pat
     assert summary["LFRM rand - IRM"]["gaps"] == pytest.approx(gaps)
     assert summary["LFRM rand - IRM"]["splits_above"] == sum(g > 0 for g in gaps)
     assert summary["IRM"]["paper"] == 0.8906 and summary["LFRM rand"]["r_hat_log_joint_median"] > 1
+    # a saturated truncation is a note under the table, per method that hit it
+    assert summary["LFRM rand"]["saturated_share_max"] == 0.5 and summary["IRM"]["saturated_share_max"] == 0
+    assert "nips234 global, LFRM rand: 50% of a split's draws use all k_max columns" in printed
+    assert printed.count("use all k_max") == 2  # LFRM rand in the main and the leaky row, no other method
 
     # the split protocol: unordered pairs never leak; the leaky row fits a directed model
     # on ordered cells, about 80% of whose held-out cells have their mirror in training
