@@ -1,0 +1,54 @@
+"""JAX's persistent compilation cache, on by default for bayeskit.
+
+Compiling a model's programs takes seconds to tens of seconds on a CPU; without a
+persistent cache every new process (a notebook kernel, a script run) pays it again. When
+the first bayeskit module that computes is imported, :func:`enable` points JAX's
+compilation cache at ``$BAYESKIT_CACHE_DIR`` (default ``$XDG_CACHE_HOME/bayeskit/jax``,
+else ``~/.cache/bayeskit/jax``), so a later process loads the compiled programs of the
+same shapes from disk instead of compiling them again.
+
+It leaves alone a cache the user configured (``JAX_COMPILATION_CACHE_DIR`` or
+``jax.config.update("jax_compilation_cache_dir", ...)``), and does nothing when
+``BAYESKIT_COMPILATION_CACHE=0``. Programs that compile in under
+``MIN_COMPILE_SECONDS`` are not stored (small programs, not worth an entry). The folder
+grows with every new shape and setting compiled; deleting it is safe. JAX reads the
+setting at its first compilation: a process that compiled something before importing
+bayeskit starts using the cache only for programs compiled after
+``jax.experimental.compilation_cache.compilation_cache.reset_cache()``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+MIN_COMPILE_SECONDS = 0.2
+
+
+def directory(environ=os.environ) -> Path:
+    """Where the cache lives: ``$BAYESKIT_CACHE_DIR``, else the user's cache folder."""
+    if environ.get("BAYESKIT_CACHE_DIR"):
+        return Path(environ["BAYESKIT_CACHE_DIR"])
+    base = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "bayeskit" / "jax"
+
+
+def enable(environ=os.environ) -> Path | None:
+    """Turn JAX's persistent compilation cache on in :func:`directory`, unless switched off
+    or already configured; return the folder in use (None when off)."""
+    import jax
+
+    configured = jax.config.jax_compilation_cache_dir or environ.get("JAX_COMPILATION_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    if environ.get("BAYESKIT_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    folder = directory(environ)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: compile as JAX does by default
+        return None
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if jax.config.jax_persistent_cache_min_compile_time_secs == 1.0:  # JAX's default: the user did not choose
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    return folder

@@ -1,0 +1,144 @@
+"""First calls: what a user waits for the first ``fit`` of each estimator in a new process,
+with and without the persistent compilation cache (:mod:`bayeskit.core.cache`).
+
+For every estimator of ``bayeskit.estimators.__all__``, on the small problem of
+``bench_estimators.py`` (the same data and settings), three fresh processes:
+
+1. cache off (``BAYESKIT_COMPILATION_CACHE=0``): the first fit and a second fit on new data
+   of the same shapes; their difference is what compiling costs;
+2. a new, empty cache folder: the first fit compiles and fills the cache;
+3. the same folder again: the first fit of a second process, which reads the compiled
+   programs from disk.
+
+The programs each first fit compiles and those it reads from the cache are counted
+(``jax.monitoring``). Targets: compiling (1: first fit - second fit) <= 5 s, and
+the cached first fit (3) <= 1 s. Results: ``benchmarks/results/first_call.json``.
+
+    python benchmarks/bench_first_call.py                      # every estimator
+    python benchmarks/bench_first_call.py --only GraphicalLasso MinCovDet
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMPILE_TARGET_S, CACHED_TARGET_S = 5.0, 1.0
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+MODES = ("off", "fill", "cached")
+
+
+def measure(name: str) -> dict:
+    """In this (fresh) process: the first and a second fit of ``name``'s small case, and the
+    XLA compilations of the first."""
+    sys.path.insert(0, str(HERE))
+    import bench_estimators as bench
+    import jax
+    import jax.numpy as jnp
+
+    case = bench.CASES[name]("small")
+    first_args, second_args = case.draw(0), case.draw(1)
+    jax.block_until_ready(jnp.zeros(1) + 1)  # the backend starts outside the timings
+    hits = []
+    jax.monitoring.register_event_listener(lambda event, **kw: hits.append(1) if event == CACHE_HIT_EVENT else None)
+    counter, caught = bench.CompileCounter(), []
+    with counter.counting():
+        first_s, _, _ = bench.timed_fit(case, case.first, 0, first_args, caught)
+    compiled, read = sum(counter.compiles.values()), len(hits)
+    second_s, _, _ = bench.timed_fit(case, case.second, 1, second_args, caught)
+    return {"first_fit_s": first_s, "second_fit_s": second_s, "compilations": compiled - read, "read_from_cache": read,
+            "problem": case.problem, "cache_dir": jax.config.jax_compilation_cache_dir}
+
+
+def in_process(name: str, mode: str, cache_dir: str, timeout: float) -> dict:
+    """:func:`measure` in a new Python process, the cache as ``mode`` says."""
+    from bayeskit.core.xla import use_safe_cpu_scheduler
+
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "BAYESKIT_CACHE_DIR")}
+    use_safe_cpu_scheduler(env)
+    if mode == "off":
+        env["BAYESKIT_COMPILATION_CACHE"] = "0"
+    else:
+        env["BAYESKIT_COMPILATION_CACHE"], env["BAYESKIT_CACHE_DIR"] = "1", cache_dir
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "case.json"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--case", name, "--case-out", str(out)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE.parent)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timed out after {timeout:.0f} s"}
+        if proc.returncode != 0 or not out.exists():
+            return {"error": f"exit {proc.returncode}: " + " / ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[-600:]}
+        return json.loads(out.read_text())
+
+
+def run(name: str, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as cache_dir:
+        runs = {mode: in_process(name, mode, cache_dir, timeout) for mode in MODES}
+    row = {"estimator": name, **{mode: r for mode, r in runs.items()}}
+    if not any("error" in r for r in runs.values()):
+        off, cached = runs["off"], runs["cached"]
+        row["problem"] = off["problem"]
+        row["compile_s"] = off["first_fit_s"] - off["second_fit_s"]
+        row["cached_first_fit_s"] = cached["first_fit_s"]
+        row["meets_compile_target"] = bool(row["compile_s"] <= COMPILE_TARGET_S)
+        row["meets_cached_target"] = bool(cached["first_fit_s"] <= CACHED_TARGET_S)
+    return row
+
+
+def print_row(r: dict) -> None:
+    errors = {m: r[m]["error"] for m in MODES if "error" in r[m]}
+    if errors:
+        print(f"{r['estimator']:<23} failed: {errors}", flush=True)
+        return
+    off, fill, cached = r["off"], r["fill"], r["cached"]
+    print(f"{r['estimator']:<23} {off['first_fit_s']:8.2f} {off['second_fit_s']:8.3f} {r['compile_s']:8.2f} {off['compilations']:5d} "
+          f"{fill['first_fit_s']:8.2f} {cached['first_fit_s']:8.3f} {cached['read_from_cache']:5d} {cached['compilations']:5d}  "
+          f"{'yes' if r['meets_compile_target'] else 'NO':>4} {'yes' if r['meets_cached_target'] else 'NO':>4}", flush=True)
+
+
+def main(argv=None) -> int:
+    from bayeskit.estimators import __all__ as names
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=sorted(names), metavar="ESTIMATOR", help="these estimators only")
+    parser.add_argument("--case-timeout", type=float, default=600.0, help="seconds before one process is stopped")
+    parser.add_argument("--out", default=str(HERE / "results" / "first_call.json"))
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--case-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.case:
+        Path(args.case_out).write_text(json.dumps(measure(args.case), indent=2, default=float))
+        return 0
+    import platform
+
+    chosen = args.only or sorted(names, key=str.lower)
+    results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.platform()}; {os.cpu_count()} CPU cores",
+               "targets": {"compile_s": COMPILE_TARGET_S, "cached_first_fit_s": CACHED_TARGET_S}, "cases": []}
+    if args.only and Path(args.out).is_file():  # keep the other estimators' rows of the earlier run
+        earlier = json.loads(Path(args.out).read_text())
+        results["cases"] = [{**c, "kept_from": c.get("kept_from", earlier["date"])} for c in earlier["cases"] if c["estimator"] not in chosen]
+    print("seconds; cache off: first fit, second fit, compiling (their difference), compilations; with the cache: first fit "
+          "of the process that fills it, of the next process, the programs it read and compiled; targets: compiling <= 5 s, cached <= 1 s")
+    print(f"{'estimator':<23} {'first':>8} {'second':>8} {'compile':>8} {'#':>5} {'fill':>8} {'cached':>8} {'read':>5} {'#':>5} "
+          f"{'<=5s':>5} {'<=1s':>4}")
+    for name in chosen:
+        r = run(name, args.case_timeout)
+        results["cases"].append(r)
+        results["cases"].sort(key=lambda c: c["estimator"].lower())
+        print_row(r)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2, default=float))
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
