@@ -42,7 +42,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.linalg import cholesky, shared_plus_diagonal
+from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
 
@@ -101,13 +101,15 @@ class Hyperparams(eqx.Module):
 
 class Data(eqx.Module):
     """Training data with what every sweep reuses: the Gram matrix ``X'X`` and, for
-    ARD, its eigendecomposition."""
+    ARD, its eigendecomposition. ``dual``: the entrywise Q update factorises N x N
+    matrices instead of D x D ones (features outnumber samples)."""
 
     X: Float[Array, "n d"]
     Y: Int[Array, "n l"]
     gram: Float[Array, "d d"]
     eig_values: Float[Array, " d"] | None
     eig_vectors: Float[Array, "d d"] | None
+    dual: bool = eqx.field(static=True, default=False)
 
 
 class State(eqx.Module):
@@ -143,8 +145,9 @@ class State(eqx.Module):
     ok: Array
 
 
-def prepare(X: Array, Y: Array, hparams: Hyperparams) -> Data:
-    """Precompute ``X'X`` (and its eigendecomposition under ARD) once.
+def prepare(X: Array, Y: Array, hparams: Hyperparams, dual: bool | None = None) -> Data:
+    """Precompute ``X'X`` (and its eigendecomposition under ARD) once. ``dual`` (default:
+    when D > N) chooses the N x N form of the entrywise Q update.
 
     The eigendecomposition comes from the SVD of X (``X'X = V S^2 V'``) rather than from
     ``X'X`` itself: the squared singular values keep the small eigenvalues that rounding
@@ -160,7 +163,7 @@ def prepare(X: Array, Y: Array, hparams: Hyperparams) -> Data:
             vectors, sv, _ = jnp.linalg.svd(X.T, full_matrices=True)
             sv = jnp.concatenate([sv, jnp.zeros(d - n, sv.dtype)])
         return Data(X, Y, gram, sv * sv, vectors)
-    return Data(X, Y, gram, None, None)
+    return Data(X, Y, gram, None, None, dual=X.shape[1] > X.shape[0] if dual is None else dual)
 
 
 def _c(value, dtype) -> Array:
@@ -235,6 +238,9 @@ def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
     Entrywise: one batched, blocked Cholesky of the R precisions
     ``diag<phi_s> + X'X/sigma_z^2`` (:func:`bayeskit.core.linalg.shared_plus_diagonal`);
     only the diagonals of ``Sigma_s``, the means and the log determinants are kept.
+    When features outnumber samples (``data.dual``), the same through N x N
+    factorisations of ``I + X diag<phi_s>^{-1} X'/sigma_z^2`` (Woodbury,
+    :func:`bayeskit.core.linalg.low_rank_plus_diagonal`): O(N^2 D) per column, not O(D^3).
     ARD: ``Sigma_s = U diag(1/(<phi_s> + Lambda/sigma_z^2)) U'`` with ``X'X = U Lambda U'``.
     """
     dtype = state.q_mean.dtype
@@ -251,7 +257,10 @@ def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
         trace_gram = s2 * jnp.sum(lam[:, None] * h, axis=0)
         jitter, ok = jnp.zeros((), dtype), jnp.asarray(True)
     else:
-        g = shared_plus_diagonal(data.gram / s2, phi.T, rhs.T)
+        if data.dual:
+            g = low_rank_plus_diagonal(data.X / jnp.sqrt(s2), phi.T, rhs.T)
+        else:
+            g = shared_plus_diagonal(data.gram / s2, phi.T, rhs.T)
         mean, var, logdet = g.mean.T, g.var.T, g.logdet
         # tr(Sigma_s X'X) = sigma_z^2 tr(Sigma_s (P_s - diag phi_s)) = sigma_z^2 (D - sum phi_ds var_ds)
         trace_gram = s2 * (phi.shape[0] - jnp.sum(phi * var, axis=0))

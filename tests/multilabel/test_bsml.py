@@ -172,11 +172,11 @@ def test_updates_are_coordinatewise_optima(small, name):
 # --- updates against dense linear algebra -------------------------------------------------
 
 
-@pytest.mark.parametrize("prior", ["entrywise", "ard"])
-def test_q_update_matches_dense_inverse(small, prior):
+@pytest.mark.parametrize("prior, dual", [("entrywise", False), ("entrywise", True), ("ard", None)])
+def test_q_update_matches_dense_inverse(small, prior, dual):
     X, Y = small
     hp = as_arrays(bsml.Hyperparams(n_components=2, prior=prior), jnp.float64)
-    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp)
+    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp, dual=dual)
     state = bsml.update_phi(bsml.update(bsml.init(jax.random.key(1), data, hp), data, hp), data, hp)
     new = bsml.update_q(state, data, hp)
     phi = np.broadcast_to(np.asarray(state.phi_shape * state.phi_scale), new.q_mean.shape)
@@ -188,6 +188,35 @@ def test_q_update_matches_dense_inverse(small, prior):
         np.testing.assert_allclose(new.q_var[:, s], np.diag(Sigma), rtol=1e-8)
         np.testing.assert_allclose(new.q_logdet[s], np.linalg.slogdet(Sigma)[1], rtol=1e-9)
         np.testing.assert_allclose(new.q_trace_gram[s], np.trace(Sigma @ X.T @ X), rtol=1e-7)
+
+
+def _run_sweeps(X, Y, hp, dual, sweeps):
+    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp, dual=dual)
+    @jax.jit
+    def sweep(state, data):
+        state = bsml.update(state, data, hp)
+        return state, bsml.objective(state, data, hp)
+
+    state, trace = bsml.init(jax.random.key(2), data, hp), []
+    for _ in range(sweeps):
+        state, bound = sweep(state, data)
+        trace.append(float(bound))
+    return state, np.array(trace)
+
+
+def test_wide_data_take_the_n_by_n_form_with_the_same_trace(rng):
+    """Features outnumber samples (sparse binary, as bag-of-words data): the N x N (Woodbury)
+    Q update is the default there and gives the D x D update's bound, sweep by sweep."""
+    X = (rng.random((24, 60)) < 0.15).astype(float)
+    Y = (X[:, :3] + X[:, 3:6] + 0.3 * rng.normal(size=(24, 3)) > 0.5).astype(np.int8)
+    hp = as_arrays(bsml.Hyperparams(n_components=3), jnp.float64)
+    assert bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp).dual
+    assert not bsml.prepare(jnp.asarray(X.T[:, :20]), jnp.asarray(Y[:20].repeat(3, 0)[:60], jnp.int8), hp).dual
+    dual_state, dual_trace = _run_sweeps(X, Y, hp, True, 25)
+    primal_state, primal_trace = _run_sweeps(X, Y, hp, False, 25)
+    np.testing.assert_allclose(dual_trace, primal_trace, rtol=1e-6)
+    assert np.all(np.diff(dual_trace) > -1e-8 * np.abs(dual_trace[1:]))
+    np.testing.assert_allclose(dual_state.q_mean, primal_state.q_mean, rtol=1e-5, atol=1e-8)
 
 
 def test_nearest_labelled_neighbour_imputation(rng):
