@@ -9,9 +9,10 @@ same shapes from disk instead of compiling them again.
 
 It leaves alone a cache the user configured (``JAX_COMPILATION_CACHE_DIR`` or
 ``jax.config.update("jax_compilation_cache_dir", ...)``), and does nothing when
-``BAYESKIT_COMPILATION_CACHE=0``. Programs that compile in under
-``MIN_COMPILE_SECONDS`` are not stored (small programs, not worth an entry). The folder
-grows with every new shape and setting compiled; deleting it is safe. JAX reads the
+``BAYESKIT_COMPILATION_CACHE=0``. Every program is stored, however fast it compiled
+(``MIN_COMPILE_SECONDS``, unless the user chose JAX's threshold): a first fit runs dozens
+of small programs besides its main one, and their compile times add up to a second or
+more. The folder grows with every new shape and setting compiled; deleting it is safe. JAX reads the
 setting at its first compilation: a process that compiled something before importing
 bayeskit starts using the cache only for programs compiled after
 ``jax.experimental.compilation_cache.compilation_cache.reset_cache()``.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-MIN_COMPILE_SECONDS = 0.2
+MIN_COMPILE_SECONDS = 0.0
 
 
 def directory(environ=os.environ) -> Path:

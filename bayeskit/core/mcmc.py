@@ -100,31 +100,49 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
     the data are values, so a new prior or new data of the same shapes compiles nothing.
     ``num_samples`` transitions follow the warm-up and every ``thinning``-th is kept. A 2-D
     ``init_params`` (one start for all chains) is repeated along the chain axis. With
-    ``kernel.data_per_chain`` the model arguments carry the chain axis. ``progress`` shows
-    a bar over the transitions (off under ``CI``); it compiles once, not once per call."""
+    ``kernel.data_per_chain`` the model arguments carry the chain axis.
+
+    ``progress`` (off under ``CI``) shows a bar over the transitions. The chains then run
+    in about ``PROGRESS_STEPS`` segments of one compiled program, and the bar moves on the
+    host between them: the same draws as without the bar, no host callback inside the
+    program (one would change its key in the persistent compilation cache in every
+    process), and a bar that compiles once, not once per call."""
     if init_params is not None and num_chains > 1:
         init_params = jax.tree.map(lambda a: jnp.broadcast_to(a, (num_chains,) + jnp.shape(a)[-2:]) if jnp.ndim(a) == 2 else a, init_params)
     hparams = jax.tree.map(lambda v: v if isinstance(v, jax.Array) else np.asarray(v), kernel.hparams)
-    return _run(hparams, key, model_args, init_params, kernel_type=type(kernel), data_per_chain=kernel.data_per_chain,
-                num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains, thinning=thinning,
-                progress=_progress.enabled(progress))
+    static = dict(kernel_type=type(kernel), data_per_chain=kernel.data_per_chain, num_warmup=num_warmup, num_chains=num_chains)
+    if not _progress.enabled(progress):
+        return _run(hparams, key, model_args, init_params, num_samples=num_samples, thinning=thinning, **static)
+    return _run_in_segments(hparams, key, model_args, init_params, num_samples=num_samples, thinning=thinning, **static)
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning",
-                                   "progress"))
-def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
-         thinning, progress):
-    token = _progress.new_token() if progress else None  # one bar per compiled program, reused by its later calls
+PROGRESS_STEPS = 50  # segments of a run with a progress bar
+
+
+def _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains) -> VectorisedKernel:
+    """The kernel inside a compiled program, as its ``init`` leaves it."""
     kernel = kernel_type(hparams, data_per_chain)
+    kernel.num_warmup, kernel._batched = num_warmup, num_chains > 1
+    return kernel
+
+
+def _start(kernel, key, model_args, init_params, num_warmup, num_chains):
     keys = jax.random.split(key, num_chains) if num_chains > 1 else key
-    state = kernel.init(keys, num_warmup, init_params, model_args, {})
-    total = num_warmup + num_samples
+    return kernel.init(keys, num_warmup, init_params, model_args, {})
 
-    def transition(i, state):
-        if token is not None:
-            _progress.report(token, total, i, desc="sample")
-        return kernel.sample(state, model_args, {})
 
+def _layout(draws, num_chains):
+    """(draw, [chain], ...) as (chain, draw, ...)."""
+    if num_chains > 1:
+        return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), draws)
+    return jax.tree.map(lambda a: a[None], draws)
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"))
+def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains, thinning):
+    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
+    state = _start(kernel, key, model_args, init_params, num_warmup, num_chains)
+    transition = lambda i, state: kernel.sample(state, model_args, {})  # noqa: E731
     state = jax.lax.fori_loop(0, num_warmup, transition, state)
 
     def draw(state, j):
@@ -132,12 +150,54 @@ def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, 
         state = jax.lax.fori_loop(start, start + thinning, transition, state)
         return state, getattr(state, kernel.sample_field)
 
-    state, draws = jax.lax.scan(draw, state, jnp.arange(num_samples // thinning))
-    if token is not None:
-        _progress.close(token, draws)
-    if num_chains > 1:
-        return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), draws)
-    return jax.tree.map(lambda a: a[None], draws)
+    _, draws = jax.lax.scan(draw, state, jnp.arange(num_samples // thinning))
+    return _layout(draws, num_chains)
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_kept", "num_chains"))
+def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_kept, num_chains):
+    """The chains' starting state and an empty buffer for ``num_kept`` draws."""
+    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
+    state = _start(kernel, key, model_args, init_params, num_warmup, num_chains)
+    buffer = jax.tree.map(lambda a: jnp.zeros((num_kept,) + a.shape, a.dtype), getattr(state, kernel.sample_field))
+    return state, buffer
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2))
+def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, data_per_chain, num_warmup, num_chains, thinning):
+    """Transitions ``start .. stop - 1`` (traced, so every segment is one program), each
+    ``thinning``-th after the warm-up written into its slot of ``buffer``."""
+    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
+
+    def transition(i, carry):
+        state, buffer = carry
+        state = kernel.sample(state, model_args, {})
+        after = i - num_warmup + 1  # sampling transitions done, this one included
+        keep = (after > 0) & (after % thinning == 0)
+        slot = jnp.maximum(after // thinning - 1, 0)
+        record = getattr(state, kernel.sample_field)
+        buffer = jax.tree.map(lambda b, r: b.at[slot].set(jnp.where(keep, r, b[slot])), buffer, record)
+        return state, buffer
+
+    return jax.lax.fori_loop(start, stop, transition, (state, buffer))
+
+
+def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
+                     thinning):
+    from tqdm.auto import tqdm
+
+    static = dict(kernel_type=kernel_type, data_per_chain=data_per_chain, num_warmup=num_warmup, num_chains=num_chains)
+    num_kept = num_samples // thinning
+    total = num_warmup + num_kept * thinning
+    state, buffer = _init_segments(hparams, key, model_args, init_params, num_kept=num_kept, **static)
+    size = max(1, -(-total // PROGRESS_STEPS))
+    with tqdm(total=total, desc="sample", leave=True) as bar:
+        for start in range(0, total, size):
+            stop = min(total, start + size)
+            state, buffer = _segment(hparams, state, buffer, model_args, start, stop, thinning=thinning, **static)
+            jax.block_until_ready(jax.tree.leaves(state)[0])
+            bar.update(stop - start)
+    return _layout(buffer, num_chains)
 
 
 def diagnostics(samples: dict, names) -> dict:

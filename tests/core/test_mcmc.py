@@ -45,6 +45,9 @@ def test_inference_data_matches_arviz():
 
 
 def test_a_sampler_with_its_progress_bar_compiles_once_and_draws_the_bar(monkeypatch, capsys):
+    """With a bar the chains run in segments of one compiled program: the same draws as in
+    one piece, a bar on stderr, nothing compiled again on the next call, and no host
+    callback in the program (one would defeat the persistent compilation cache)."""
     import jax
 
     from bayeskit.core import mcmc
@@ -52,12 +55,20 @@ def test_a_sampler_with_its_progress_bar_compiles_once_and_draws_the_bar(monkeyp
     from bayeskit.relational import ibp
 
     monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(mcmc, "PROGRESS_STEPS", 3)
     X = ibp_toy_images(jax.random.key(0), 12)[0]
-    hp = ibp.Hyperparams(k_max=6)
-    first = ibp.sample_posterior(jax.random.key(1), X, hp, num_warmup=3, num_samples=4, progress=True)
-    size = mcmc._run._cache_size()
-    again = ibp.sample_posterior(jax.random.key(2), X, hp, num_warmup=3, num_samples=4, progress=True)
-    jax.effects_barrier()
-    assert mcmc._run._cache_size() == size  # a new bar, not a new program
-    assert first["n_features"].shape == again["n_features"].shape == (1, 4)
+    hp = ibp.Hyperparams(k_max=10)
+    run = lambda key, progress, chains=2: ibp.sample_posterior(key, X, hp, num_warmup=3, num_samples=6, thinning=2,  # noqa: E731
+                                                               num_chains=chains, progress=progress)
+    first = run(jax.random.key(1), True)
     assert "sample" in capsys.readouterr().err
+    plain = run(jax.random.key(1), False)
+    assert set(first) == set(plain)
+    for name in plain:
+        np.testing.assert_array_equal(first[name], plain[name], err_msg=name)
+    one = run(jax.random.key(4), True, chains=1)
+    np.testing.assert_array_equal(one["sigma_x"], run(jax.random.key(4), False, chains=1)["sigma_x"])
+    size = mcmc._segment._cache_size()
+    again = run(jax.random.key(2), True)
+    assert mcmc._segment._cache_size() == size  # a new bar, not a new program
+    assert again["n_features"].shape == (2, 3)
