@@ -47,6 +47,16 @@ SCRIPTS = {
 TITLES = {"estimators": "Estimators: second fit against the functional call"}
 
 
+def _committed(path: Path) -> str | None:
+    """The date of the last commit of ``path`` (a checkout's file times are those of the checkout)."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", str(path)], capture_output=True, text=True, cwd=HERE,
+                             timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def row(case, ours=None, peer=None, peer_s=None, accuracy="", compile_s=None) -> dict:
     """One table row with the ratio peer_s / ours."""
     ratio = peer_s / ours if ours and peer_s else None
@@ -63,8 +73,16 @@ def rows_bsml(d):
     out = []
     if "tmc" in d:
         t = d["tmc"]["bsml"]
-        out.append(row("TMC2007-500, R = 22, 500 iterations", t["train_seconds"], accuracy=f"Hamming {t['hamming_loss']:.4f}",
+        out.append(row("TMC2007-500, R = 22, 500 iterations, float64", t["train_seconds"], accuracy=f"Hamming {t['hamming_loss']:.4f}",
                        compile_s=t["compile_seconds"]))
+        if "bsml_float32" in d["tmc"]:
+            low = d["tmc"]["bsml_float32"]
+            out.append(row("TMC2007-500, R = 22, 500 iterations, float32", low["train_seconds"],
+                           accuracy=f"Hamming {low['hamming_loss']:.4f}", compile_s=low["compile_seconds"]))
+    if "wide" in d:
+        w = d["wide"]
+        out.append(row(f"N = {w['n']}, D = {w['d']} (D > N), R = 6, 500 iterations: N x N form", w["dual_seconds"],
+                       "the D x D form", w["primal_seconds"], f"bound traces agree to {w['max_relative_trace_difference']:.0e}"))
     for name, r in d.get("small", {}).items():
         ours, author = r["bsml"], r.get("author")
         out.append(row(f"{name}, R = 6, 500 iterations", ours["train_seconds"], "author's Matlab (Octave)" if author else "author's Matlab: not run",
@@ -310,7 +328,7 @@ def report(names, runs: dict, device: str) -> str:
             lines += [f"No results: `{_shown(path)}` is missing (run `python benchmarks/{script}`).", ""]
             continue
         data = json.loads(path.read_text())
-        stamp = data.get("date") or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
+        stamp = data.get("date") or _committed(path) or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
         where = data.get("machine", "an unrecorded machine")
         where = where.get("platform", str(where)) if isinstance(where, dict) else where
         lines += [f"Results of {stamp} on {where}.", ""]
