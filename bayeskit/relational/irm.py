@@ -97,11 +97,31 @@ def _object_cells(i, z, data: Data, c_max: int):
     return row, col, diag
 
 
-def _candidate_scores(ones, zeros, row, col, diag, beta, symmetric: bool):
+class LogBetaTable(eqx.Module):
+    """``log B(beta + n1, beta + n0) - log B(beta, beta)`` for whole counts n1, n0 by table
+    lookup: ``lgamma(beta + k)`` and ``lgamma(2 beta + k)`` for k = 0 .. ``size`` - 1, so a
+    Gibbs step's thousands of block terms cost gathers instead of log-gamma evaluations.
+    Block counts are cell counts, whole numbers below ``size`` = N^2 + 1."""
+
+    single: Array
+    double: Array
+
+    @staticmethod
+    def build(beta, size: int, dtype) -> LogBetaTable:
+        k = jnp.arange(size, dtype=dtype)
+        single, double = jax.scipy.special.gammaln(beta + k), jax.scipy.special.gammaln(2 * beta + k)
+        return LogBetaTable(single - single[0], double - double[0])
+
+    def __call__(self, n1: Array, n0: Array) -> Array:
+        i1, i0 = jnp.rint(n1).astype(jnp.int32), jnp.rint(n0).astype(jnp.int32)
+        return self.single[i1] + self.single[i0] - self.double[i1 + i0]
+
+
+def _candidate_scores(ones, zeros, row, col, diag, f, symmetric: bool):
     """log of the block-marginal ratio for putting object i into each cluster a, given
-    the counts without i (row, col: i's cells by the others' clusters; diag: (i, i))."""
+    the counts without i (row, col: i's cells by the others' clusters; diag: (i, i));
+    ``f(n1, n0)`` is a block's log marginal ratio (a :class:`LogBetaTable`)."""
     (r1, rt), (c1, ct), (d1, dt) = row, col, diag
-    f = lambda n1, n0: _block_term(n1, n0, beta)
     eye = jnp.eye(ones.shape[-1], dtype=bool)
     base = f(ones, zeros)
     if symmetric:  # unordered blocks {a, b}: row and column cells join the same block
@@ -129,13 +149,13 @@ def _move(counts, a, cells, sign, symmetric: bool):
     return tuple(out)
 
 
-def _update_object(key, i, z, counts, data: Data, hparams: Hyperparams):
+def _update_object(key, i, z, counts, table: LogBetaTable, data: Data, hparams: Hyperparams):
     c = hparams.c_max
     row, col, diag = _object_cells(i, z, data, c)
     cells = ((row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0]))
     ones, zeros = _move(counts, z[i], cells, -1.0, hparams.symmetric)
     sizes = jnp.bincount(z.at[i].set(c), length=c + 1)[:c]
-    scores = _candidate_scores(ones, zeros, row, col, diag, hparams.beta, hparams.symmetric)
+    scores = _candidate_scores(ones, zeros, row, col, diag, table, hparams.symmetric)
     empty = sizes == 0
     first_empty = empty & (jnp.cumsum(empty) == 1)
     log_prior = jnp.where(sizes > 0, jnp.log(jnp.maximum(sizes, 1)), jnp.where(first_empty, jnp.log(hparams.gamma), -jnp.inf))
@@ -149,9 +169,10 @@ def sweep(key, z, data: Data, hparams: Hyperparams):
     k_perm, k_obj = jax.random.split(key)
     order = jax.random.permutation(k_perm, n)
     counts = block_counts(z, data, hparams.c_max, hparams.symmetric)
+    table = LogBetaTable.build(hparams.beta, n * n + 1, data.Y.dtype)
 
     def body(t, carry):
-        return _update_object(jax.random.fold_in(k_obj, t), order[t], *carry, data, hparams)
+        return _update_object(jax.random.fold_in(k_obj, t), order[t], *carry, table, data, hparams)
 
     return jax.lax.fori_loop(0, n, body, (z, counts))[0]
 

@@ -35,11 +35,23 @@ def test_gibbs_conditional_equals_the_joint_ratio(symmetric):
         sizes = np.bincount(np.asarray(z_out), minlength=c + 1)[:c]
         log_prior = np.where(sizes > 0, np.log(np.maximum(sizes, 1)), -np.inf)
         log_prior[np.flatnonzero(sizes == 0)[0]] = np.log(hp.gamma)
-        got = log_prior + np.asarray(irm._candidate_scores(ones, zeros, row, col, diag, hp.beta, symmetric))
+        table = irm.LogBetaTable.build(hp.beta, n * n + 1, data.Y.dtype)
+        got = log_prior + np.asarray(irm._candidate_scores(ones, zeros, row, col, diag, table, symmetric))
         brute = np.array([float(irm.log_joint(z.at[i].set(a), data, hp)) if np.isfinite(log_prior[a]) else -np.inf
                           for a in range(c)])
         ok = np.isfinite(brute)
         np.testing.assert_allclose(got[ok] - got[ok].max(), brute[ok] - brute[ok].max(), atol=1e-4)
+
+
+def test_log_beta_table_equals_scipy_betaln():
+    from scipy.special import betaln
+
+    rng = np.random.default_rng(3)
+    n1, n0 = rng.integers(0, 5000, 200), rng.integers(0, 5000, 200)
+    for beta in (0.3, 1.0, 2.5):
+        table = irm.LogBetaTable.build(beta, 10_001, jnp.float64)
+        np.testing.assert_allclose(np.asarray(table(jnp.asarray(n1, float), jnp.asarray(n0, float))),
+                                   betaln(beta + n1, beta + n0) - betaln(beta, beta), rtol=1e-11, atol=1e-9)
 
 
 def test_planted_blocks_are_recovered(planted_blocks):
