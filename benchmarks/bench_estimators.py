@@ -31,10 +31,13 @@ safe CPU scheduler (``bayeskit.core.xla.use_safe_cpu_scheduler``). Results:
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import contextlib
 import json
-import os
 import platform
 import statistics
 import subprocess

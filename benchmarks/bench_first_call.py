@@ -105,7 +105,9 @@ def print_row(r: dict) -> None:
 
 
 def main(argv=None) -> int:
-    from bayeskit.estimators import __all__ as names
+    import bayeskit.estimators as estimators
+
+    names = estimators.__all__
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=sorted(names), metavar="ESTIMATOR", help="these estimators only")

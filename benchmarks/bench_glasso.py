@@ -18,6 +18,10 @@ one ``vmap`` over the penalties, against one fit at alpha = 0.1.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

@@ -22,6 +22,10 @@ Parts:
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

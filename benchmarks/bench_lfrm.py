@@ -21,6 +21,10 @@ Writes ``benchmarks/results/lfrm.json``.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import math

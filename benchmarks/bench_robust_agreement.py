@@ -27,6 +27,10 @@ R is needed (``bash benchmarks/setup_r_peers.sh``); without it the script says s
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

@@ -18,6 +18,10 @@ Each case runs in its own process so that its peak memory is its own. Writes
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

@@ -29,6 +29,10 @@ are R, kernlab and glmnet (``bash benchmarks/setup_r_peers.sh``; run through
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

@@ -24,6 +24,10 @@ algorithm. Writes ``benchmarks/results/scaling.json`` and ``scaling.png``.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("BAYESKIT_COMPILATION_CACHE", "0")  # compile times are measured here, not read from a cache
+
 import argparse
 import json
 import platform

@@ -21,6 +21,7 @@ bayeskit starts using the cache only for programs compiled after
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 MIN_COMPILE_SECONDS = 0.0
@@ -36,10 +37,14 @@ def directory(environ=os.environ) -> Path:
 
 def enable(environ=os.environ) -> Path | None:
     """Turn JAX's persistent compilation cache on in :func:`directory`, unless switched off
-    or already configured; return the folder in use (None when off)."""
-    import jax
+    or already configured; return the folder in use (None when off).
 
-    configured = jax.config.jax_compilation_cache_dir or environ.get("JAX_COMPILATION_CACHE_DIR")
+    Before JAX is imported this only sets JAX's environment variables
+    (``JAX_COMPILATION_CACHE_DIR``, ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``), which
+    JAX reads when it starts, so that importing bayeskit (the ``bayeskit`` command's help)
+    imports no JAX; after, it sets JAX's configuration."""
+    jax = sys.modules.get("jax")
+    configured = environ.get("JAX_COMPILATION_CACHE_DIR") or (jax is not None and jax.config.jax_compilation_cache_dir)
     if configured:
         return Path(configured)
     if environ.get("BAYESKIT_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
@@ -49,6 +54,10 @@ def enable(environ=os.environ) -> Path | None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only home: compile as JAX does by default
         return None
+    if jax is None:
+        environ["JAX_COMPILATION_CACHE_DIR"] = str(folder)
+        environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", str(MIN_COMPILE_SECONDS))
+        return folder
     jax.config.update("jax_compilation_cache_dir", str(folder))
     if jax.config.jax_persistent_cache_min_compile_time_secs == 1.0:  # JAX's default: the user did not choose
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
