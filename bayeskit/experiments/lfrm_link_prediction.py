@@ -318,7 +318,7 @@ def _table(summary: dict, st: dict) -> None:
     for case, s in summary.items():
         for m, v in s.items():
             if v.get("saturated_share_max", 0) > 0:
-                print_note(f"{case}, {m}: {v['saturated_share_max']:.0%} of a split's draws use all k_max columns "
+                print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "
                            "not open another one.")
 

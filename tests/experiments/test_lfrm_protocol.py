@@ -65,7 +65,7 @@ def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_pat
     assert summary["IRM"]["paper"] == 0.8906 and summary["LFRM rand"]["r_hat_log_joint_median"] > 1
     # a saturated truncation is a note under the table, per method that hit it
     assert summary["LFRM rand"]["saturated_share_max"] == 0.5 and summary["IRM"]["saturated_share_max"] == 0
-    assert "nips234 global, LFRM rand: 50% of a split's draws use all k_max columns" in printed
+    assert "nips234 global, LFRM rand: 50.0% of a split's draws use all k_max columns" in printed
     assert printed.count("use all k_max") == 2  # LFRM rand in the main and the leaky row, no other method
 
     # the split protocol: unordered pairs never leak; the leaky row fits a directed model
