@@ -27,17 +27,16 @@ def new_token() -> int:
     return next(_tokens)
 
 
-def _update(token: int, total: int, desc: str, iteration, objective=None) -> None:
+def _update(token: int, total: int, iteration, objective) -> None:
     from tqdm.auto import tqdm
 
     bar = _bars.get(token)
     if bar is None:
-        bar = _bars[token] = tqdm(total=total, desc=desc, leave=True)
+        bar = _bars[token] = tqdm(total=total, desc="fit", leave=True)
     done = int(iteration) + 1
     if done > bar.n:
         bar.update(done - bar.n)
-        if objective is not None:
-            bar.set_postfix(objective=f"{float(objective):.6g}", refresh=False)
+        bar.set_postfix(objective=f"{float(objective):.6g}", refresh=False)
 
 
 def _close(token: int) -> None:
@@ -46,13 +45,9 @@ def _close(token: int) -> None:
         bar.close()
 
 
-def report(token: int, total: int, iteration, objective=None, *, desc: str = "fit") -> None:
-    """Inside a traced loop: move bar ``token`` (labelled ``desc``) to ``iteration``
-    (0-based), showing ``objective`` beside it when given."""
-    if objective is None:
-        jax.debug.callback(lambda i: _update(token, total, desc, i), iteration)
-    else:
-        jax.debug.callback(lambda i, o: _update(token, total, desc, i, o), iteration, objective)
+def report(token: int, total: int, iteration, objective) -> None:
+    """Inside a traced loop: move bar ``token`` to ``iteration`` (0-based)."""
+    jax.debug.callback(lambda i, o: _update(token, total, i, o), iteration, objective)
 
 
 def close(token: int, after) -> None:
