@@ -13,6 +13,7 @@ y = (log zeta_11, (2 tau - 1) log zeta_22). Four columns of x are identically ze
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -28,6 +29,7 @@ def _lognormal_inputs(key: PRNGKeyArray, n: int, dtype) -> Array:
     return jnp.exp(jax.random.normal(key, (n, 2), dtype) @ chol.T)
 
 
+@functools.partial(jax.jit, static_argnames="n_samples")
 def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 1"]:
     """``n_samples`` draws of y | x for every row of X (1-D problem)."""
     X = jnp.asarray(X)
@@ -38,6 +40,7 @@ def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: i
     return jnp.log(zeta + 0.4 * tau + 0.1)[..., None]
 
 
+@functools.partial(jax.jit, static_argnames=("n", "dtype"))
 def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Array]:
     """``n`` pairs (X (n, 2), Y (n, 1)) of the 1-D problem of Section 4.1."""
     dtype = dtype or jnp.result_type(float)
@@ -46,6 +49,7 @@ def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Ar
     return X, sbmoe_conditional_1d(k_y, X, 1)[0]
 
 
+@jax.jit
 def sbmoe_logpdf_1d(X: Float[Array, "m 2"], Y: Float[Array, "... m 1"]) -> Float[Array, "... m"]:
     """Exact ``log p(y | x)`` of the 1-D problem::
 
@@ -79,6 +83,7 @@ def _scale_2d(E: Array) -> Array:
     return jnp.stack([jnp.stack([e1**2, 0.5 * e1], -1), jnp.stack([0.5 * e1, 0.25 + e2**2], -1)], -2)
 
 
+@functools.partial(jax.jit, static_argnames="n_samples")
 def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 2"]:
     """``n_samples`` draws of y | e for every latent row of E (2-D problem)."""
     E = jnp.asarray(E)
@@ -95,6 +100,7 @@ def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: i
     return jnp.stack([jnp.log(zeta[..., 0, 0]), sign * jnp.log(zeta[..., 1, 1])], axis=-1)
 
 
+@functools.partial(jax.jit, static_argnames=("n", "dtype", "return_latent"))
 def sbmoe_synthetic_2d(key: PRNGKeyArray, n: int, dtype=None, *, return_latent: bool = False):
     """``n`` pairs (X (n, 32), Y (n, 2)) of the 2-D problem of Section 4.2; with
     ``return_latent`` also the latent ``e`` (n, 2) that the true conditional needs."""

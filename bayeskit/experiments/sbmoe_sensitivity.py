@@ -27,8 +27,8 @@ import optax
 
 from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_synthetic_1d
 from bayeskit.density import sbmoe
-from bayeskit.experiments.common import print_table, write_json
-from bayeskit.experiments.sbmoe_synthetic import PAPER, evaluate
+from bayeskit.experiments.common import print_note, print_table, write_json
+from bayeskit.experiments.sbmoe_synthetic import PAPER, QUICK_TIMING_NOTE, evaluate
 
 NAME = "sbmoe_sensitivity"
 
@@ -78,7 +78,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     mixtures, info = {}, {}
     for label, overrides, lr in _settings_list(quick):
         hp = sbmoe.Hyperparams.paper(n_experts=cfg["experts"], gate_steps=cfg["gate_steps"], **overrides)
-        jax.clear_caches()  # every fit timed as a fresh one, compilation included
+        if not quick:
+            jax.clear_caches()  # every fit timed as a fresh one, compilation included (a quick run shares programs)
         t = time.perf_counter()
         result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], optimizer=optax.adam(lr), progress=True)
         jax.block_until_ready(result.trace)
@@ -100,6 +101,8 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                 f"paper's SBMoE KL/H/TV {PAPER['1d']['SBMoE']})",
                 ["setting", "KDE KL", "KDE H", "KDE TV", "KDE TV grid mean", "exact KL", "exact H", "exact TV", "max eig E[Lambda]",
                  "neighbours (last E-step)", "fit s"], rows)
+    if quick:
+        print_note(QUICK_TIMING_NOTE)
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "settings": cfg, "results": results,
                "metrics": {"kde": ["KL(truth||model)", "Hellinger", "total variation (integrated)", "total variation (grid-point mean)"],
                            "exact": ["KL(truth||model)", "Hellinger", "total variation"]}}

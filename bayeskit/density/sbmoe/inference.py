@@ -239,6 +239,7 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     )
 
 
+@eqx.filter_jit
 def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
     """The terms of the surrogate ELBO at the current factors (module docstring)."""
     data = state.data
