@@ -30,14 +30,25 @@ slowly; a fixed inner tolerance alone made easy ones sweep needlessly). Then Arm
 
     F(Theta + beta D) <= F(Theta) + sigma beta delta,  delta = tr(G D) + ||Theta + D||_1,L - ||Theta||_1,L,   (5)
 
-sigma = 1e-3, so F never increases. The fit stops when the largest violation of (2) is at
-most ``tol`` times the mean of diag(S).
+sigma = 1e-3, so F never increases.
 
-Why QUIC: the Newton steps converge in about ten iterations where proximal-gradient steps
-(G-ISTA) needed thousands on the ill-conditioned covariances of n ~ p samples, and a step
-costs one Cholesky factorisation and inverse (LAPACK) plus O(p) work per free
-coordinate, which for sparse solutions is far less than block coordinate descent's p^2
-coordinates per sweep.
+The second solver, ``solver="bcd"``, is Friedman et al.'s block coordinate descent on W
+(:func:`update` documents (6)-(8)): each column's lasso (6) is solved exactly on its
+current sign pattern by feature-sign search (Lee, Battle, Raina & Ng, NIPS 2007), a few
+small Cholesky solves instead of R glasso's coordinate-by-coordinate passes, and
+Theta follows from the coefficients by (8). Its iterate W keeps the diagonal S_ii + L_ii
+and each column step raises log det W (the dual of (1)); F(Theta) is not monotone.
+
+Either fit stops when the largest violation of (2) is at most ``tol`` times the mean of
+diag(S). Which solver: the Newton steps converge in about ten iterations where
+proximal-gradient steps (G-ISTA) needed thousands on n ~ p covariances, and a step costs
+one Cholesky factorisation and inverse plus O(p) per free coordinate, far less than a
+column sweep's p lasso problems when p is large and Theta sparse. On small,
+ill-conditioned problems the Hessian W (x) W of (3) has condition number cond(W)^2 and the
+inner coordinate descent crawls (the breast-cancer correlation matrix, p = 30 and
+cond 1e5: 63-138 Newton steps, 0.1-1.7 s), while the column sweeps converge in 6-11 sweeps
+and a few milliseconds. ``solver="auto"`` (the default) sweeps columns up to
+``BCD_MAX_P`` variables and takes Newton steps above.
 """
 
 from __future__ import annotations
@@ -51,7 +62,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.validation import is_concrete
+from bayeskit.core.validation import check_choice, is_concrete
 from bayeskit.core.xla import host_blas
 
 _MAX_HALVINGS = 50
@@ -59,12 +70,21 @@ _SIGMA = 1e-3
 _INNER_TOL = 1e-2
 
 
+SOLVERS = ("auto", "bcd", "quic")
+BCD_MAX_P = 64  # "auto" sweeps columns (bcd) up to this many variables and takes Newton steps (quic) above
+
+
 class Hyperparams(eqx.Module):
     """``alpha``: the penalty (an array leaf, so it vmaps); ``penalize_diagonal``: whether
-    the diagonal of Theta is penalised too (static)."""
+    the diagonal of Theta is penalised too (static); ``solver``: "bcd" (block coordinate
+    descent, (6)-(8)), "quic" (Newton steps, (3)-(5)) or "auto" (bcd for p <= BCD_MAX_P)."""
 
     alpha: Float[Array, ""] | float = 0.1
     penalize_diagonal: bool = eqx.field(static=True, default=False)
+    solver: str = eqx.field(static=True, default="auto")
+
+    def uses_bcd(self, p: int) -> bool:
+        return self.solver == "bcd" or (self.solver == "auto" and p <= BCD_MAX_P)
 
 
 class State(eqx.Module):
@@ -76,6 +96,16 @@ class State(eqx.Module):
     logdet: Float[Array, ""]
     kkt: Float[Array, ""]
     t: Array
+
+
+class SweepState(State):
+    """The block-coordinate solver's state: also its iterate ``working``, the covariance W of
+    (6)-(8), whose diagonal stays S_ii + L_ii and which equals Theta^-1 at the optimum.
+    ``covariance`` is Theta^-1 whenever Theta is positive definite; in an early sweep that
+    left Theta indefinite, ``covariance`` and ``logdet`` are the working W's and ``kkt`` is
+    infinite."""
+
+    working: Float[Array, "p p"]
 
 
 def penalty_weights(p: int, alpha, penalize_diagonal: bool, dtype) -> Array:
@@ -117,19 +147,27 @@ def _inverse(L):
     return 0.5 * (W + W.T)
 
 
+def _diagonal_fixed(W, S, hparams: Hyperparams):
+    """W with its diagonal set to S_ii + L_ii, the optimum's (KKT (2) on the diagonal)."""
+    L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
+    return W - jnp.diag(jnp.diagonal(W)) + jnp.diag(jnp.diagonal(S) + jnp.diagonal(L))
+
+
 def state_from_precision(precision, S, hparams: Hyperparams) -> State:
     """The state at a positive-definite ``precision`` (a warm start)."""
     L, logdet, _ = _factor(precision)
     W = _inverse(L)
-    return State(precision, W, logdet, kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+    parts = (precision, W, logdet, kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+    return SweepState(*parts, working=_diagonal_fixed(W, S, hparams)) if hparams.uses_bcd(S.shape[-1]) else State(*parts)
 
 
 def init(S, hparams: Hyperparams) -> State:
-    """Theta = diag(1 / (S_ii + L_ii)): the optimum of (1) among diagonal matrices (R
-    glasso's start W = S + alpha I)."""
+    """Theta = diag(1 / (S_ii + L_ii)): the optimum of (1) among diagonal matrices; the
+    block-coordinate solver starts from R glasso's W = S + diag(L)."""
     w = jnp.diagonal(S) + jnp.diagonal(penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype))
     precision, W = jnp.diag(1.0 / w), jnp.diag(w)
-    return State(precision, W, -jnp.sum(jnp.log(w)), kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+    parts = (precision, W, -jnp.sum(jnp.log(w)), kkt_residual(precision, W, S, hparams), jnp.asarray(0))
+    return SweepState(*parts, working=_diagonal_fixed(S, S, hparams)) if hparams.uses_bcd(S.shape[-1]) else State(*parts)
 
 
 def newton_direction(state: State, S, L, inner_tol, max_sweeps) -> Array:
@@ -223,6 +261,97 @@ def _direction_batched(axis_size, in_batched, theta, W, S, L, inner_tol, max_swe
 
 
 def update(state: State, S, hparams: Hyperparams) -> State:
+    """One step of the state's solver: a sweep over the columns (6)-(8) for a
+    :class:`SweepState`, else a Newton step (3)-(5)."""
+    S = jnp.asarray(S)
+    if isinstance(state, SweepState):
+        return _sweep_update(state, S, hparams)
+    return _newton_update(state, S, hparams)
+
+
+def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
+    """Column j's lasso (6), from ``beta`` (with beta_j = 0), by feature-sign search: solve
+    the quadratic on the current face (the nonzero coefficients and their signs, plus the
+    worst violator of (7) once the face is optimal), then keep the best of the face's
+    optimum and the points on the way where a coefficient crosses zero. The objective
+    falls at every step (up to rounding); it stops when (7) holds to ``tol``."""
+    p = W.shape[-1]
+    index = jnp.arange(p)
+    others = index != j
+
+    def step(carry):
+        b, k, _ = carry
+        g = W @ b - s
+        on = b != 0
+        sign = jnp.sign(b)
+        face_gap = jnp.max(jnp.where(on, jnp.abs(g + lam * sign), 0.0))
+        violation = jnp.where(on | ~others, -jnp.inf, jnp.abs(g) - lam)
+        worst = jnp.argmax(violation)
+        optimal = (face_gap <= tol) & (violation[worst] <= tol)
+        new = (face_gap <= tol) & (index == worst)
+        face = on | new
+        theta = jnp.where(new, -jnp.sign(g), sign)
+        M = jnp.where(face[:, None] & face[None, :], W, 0.0) + jnp.diag((~face).astype(W.dtype))
+        target = cho_solve((jnp.linalg.cholesky(M), True), jnp.where(face, s - lam * theta, 0.0))
+        d = target - b
+        crossing = on & (b * target < 0)
+        t = jnp.append(jnp.where(crossing, b / (b - target), 1.0), 1.0)
+        value = t * (d @ g) + 0.5 * t**2 * (d @ (W @ d)) + jnp.sum(lam * jnp.abs(b + t[:, None] * d), axis=1)
+        value = jnp.where(jnp.append(crossing, True) & jnp.isfinite(value), value, jnp.inf)
+        best = jnp.argmin(value)
+        start = jnp.sum(lam * jnp.abs(b))
+        slack = 10 * jnp.finfo(W.dtype).eps * (start + jnp.abs(s @ b) + jnp.abs(s @ target))  # near the optimum
+        moved = jnp.where(index == best, 0.0, b + t[best] * d)  # the coefficient that crossed is exactly 0
+        better = ~optimal & (value[best] <= start + slack) & jnp.any(moved != b)
+        return jnp.where(better, moved, b), k + 1, better
+
+    def cond(carry):
+        _, k, going = carry
+        return going & (k < max_steps)
+
+    return jax.lax.while_loop(cond, step, (beta, jnp.asarray(0), jnp.asarray(True)))[0]
+
+
+def _sweep_update(state: SweepState, S, hparams: Hyperparams) -> SweepState:
+    """One sweep of block coordinate descent over the columns (Friedman, Hastie &
+    Tibshirani 2008), warm-started from Theta: for each j, with W11 = W without row and
+    column j and s12 = S's column j without S_jj,
+
+        beta = argmin_b 1/2 b' W11 b - s12' b + sum_i L_ij |b_i|,                              (6)
+        optimal iff (W11 beta - s12)_i + L_ij sign(beta_i) = 0 where beta_i != 0, |.| <= L_ij elsewhere,  (7)
+
+    then w12 = W11 beta replaces W's row and column j. After the sweep
+
+        Theta_jj = 1 / (W_jj - w12' beta_j),   Theta_ij = -beta_j,i Theta_jj,                 (8)
+
+    symmetrised. Each lasso is solved to a tenth of the previous state's KKT residual."""
+    p = S.shape[-1]
+    L = penalty_weights(p, hparams.alpha, hparams.penalize_diagonal, S.dtype)
+    scale = jnp.mean(jnp.diagonal(S))
+    tol = jnp.clip(1e-3 * state.kkt, 100 * jnp.finfo(S.dtype).eps * scale, 1e-4 * scale)
+    off = 1.0 - jnp.eye(p, dtype=S.dtype)
+    B = -state.precision / jnp.diagonal(state.precision)[None, :] * off  # column j: the beta of (8)
+
+    def column(j, carry):
+        W, B = carry
+        beta = _column_lasso(W, S[:, j], L[:, j], B[:, j], j, tol, 4 * p)
+        w = jnp.where(jnp.arange(p) == j, W[j, j], W @ beta)
+        return W.at[:, j].set(w).at[j, :].set(w), B.at[:, j].set(beta)
+
+    W, B = jax.lax.fori_loop(0, p, column, (state.working, B))
+    d = 1.0 / (jnp.diagonal(W) - jnp.sum(W * B, axis=0))
+    theta = jnp.diag(d) - B * d[None, :]
+    theta = 0.5 * (theta + theta.T)
+    chol, logdet, pd = _factor(theta)
+    inverse = _inverse(jnp.where(pd, chol, jnp.eye(p, dtype=S.dtype)))
+    working_logdet = -jnp.linalg.slogdet(W)[1]
+    covariance = jnp.where(pd, inverse, W)
+    logdet = jnp.where(pd, logdet, working_logdet)
+    kkt = jnp.where(pd, kkt_residual(theta, covariance, S, hparams), jnp.inf)
+    return SweepState(theta, covariance, logdet, kkt, state.t + 1, working=W)
+
+
+def _newton_update(state: State, S, hparams: Hyperparams) -> State:
     """One Newton step: the direction (3)-(4), then the line search (5)."""
     L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
     theta = state.precision
@@ -261,6 +390,7 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     :func:`state_from_precision`). Vmappable over ``S`` and ``hparams.alpha``."""
     loop.check_tol(tol)
     loop.check_throw(throw)
+    check_choice("solver", hparams.solver, SOLVERS)
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)
@@ -278,19 +408,21 @@ def _fit(S, hparams: Hyperparams, init_state: State | None, *, max_iter, tol, pr
                     tol=0.0, progress=progress, throw=throw, done=lambda s: s.kkt <= tol * scale)
 
 
-def path(S, alphas, *, penalize_diagonal: bool = False, max_iter: int = 100, tol: float = 1e-4) -> FitResult:
+def path(S, alphas, *, penalize_diagonal: bool = False, solver: str = "auto", max_iter: int = 100,
+         tol: float = 1e-4) -> FitResult:
     """Solutions of (1) along ``alphas`` (give them in decreasing order), each step
     warm-started from the previous solution; a :class:`FitResult` whose leaves have a
     leading axis over ``alphas``."""
     alphas = jnp.asarray(alphas)
+    check_choice("solver", solver, SOLVERS)
     if is_concrete(S, alphas):
         check_alpha(alphas)
         check_covariance(S, alphas)
     S = jnp.asarray(S)
-    first = init(S, Hyperparams(alphas[0], penalize_diagonal))
+    first = init(S, Hyperparams(alphas[0], penalize_diagonal, solver))
 
     def one(state, alpha):
-        hp = Hyperparams(alpha, penalize_diagonal)
+        hp = Hyperparams(alpha, penalize_diagonal, solver)
         warm = state_from_precision(state.precision, S, hp)
         result = fit(S, hp, init_state=warm, max_iter=max_iter, tol=tol, throw=False)
         return result.state, result

@@ -181,7 +181,10 @@ class EMState(eqx.Module):
 
 
 def _glasso_hp(hp: EMHyperparams) -> glasso.Hyperparams:
-    return glasso.Hyperparams(hp.alpha, hp.penalize_diagonal)
+    """The M-step's graphical lasso: Newton steps, which the previous M-step's precision
+    warm-starts to a few iterations (the column sweeps gain nothing from a warm start and
+    made EM/RCA 25 times slower on the simulated network)."""
+    return glasso.Hyperparams(hp.alpha, hp.penalize_diagonal, "quic")
 
 
 def bound(W, precision, covariance, C, hp: EMHyperparams) -> Array:

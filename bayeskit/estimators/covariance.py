@@ -20,8 +20,8 @@ from bayeskit.estimators._common import finish, validate
 
 
 class GraphicalLasso(BaseEstimator):
-    """Sparse inverse covariance by the graphical lasso (QUIC's Newton method, see
-    :mod:`bayeskit.covariance.glasso`): minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|,
+    """Sparse inverse covariance by the graphical lasso (column sweeps for p <= 64, QUIC's
+    Newton steps above, or as ``solver`` says; see :mod:`bayeskit.covariance.glasso`): minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|,
     the sum over the off-diagonal entries (scikit-learn's convention) or, with
     ``penalize_diagonal=True``, over all entries (R glasso's default).
 
@@ -33,17 +33,18 @@ class GraphicalLasso(BaseEstimator):
     covariance_ : (p, p) W = Theta^-1
     precision_ : (p, p) Theta, with exact zeros
     location_ : (p,) the mean that was removed (zeros for ``fit_covariance``)
-    n_iter_ : Newton iterations run
+    n_iter_ : iterations run (column sweeps or Newton steps)
     kkt_ : the largest violation of the optimality conditions at the solution
-    objective_ : the objective after each iteration (non-increasing)
+    objective_ : the objective after each iteration (non-increasing for the Newton steps)
 
     The fit runs on S / v with alpha / v (v a power of two near the median variance) and
     puts v back, so data at 1e20 fit in float32; the floating attributes are float64.
     """
 
-    def __init__(self, alpha=0.01, *, penalize_diagonal=False, tol=1e-4, max_iter=100, assume_centered=False):
+    def __init__(self, alpha=0.01, *, penalize_diagonal=False, solver="auto", tol=1e-4, max_iter=100, assume_centered=False):
         self.alpha = alpha
         self.penalize_diagonal = penalize_diagonal
+        self.solver = solver
         self.tol = tol
         self.max_iter = max_iter
         self.assume_centered = assume_centered
@@ -74,7 +75,7 @@ class GraphicalLasso(BaseEstimator):
         validation.check_int_in("max_iter", self.max_iter, 1)
         glasso.check_alpha(self.alpha)
         check_representable("alpha", float(self.alpha) / v, np.sqrt(v), S_unit.dtype)
-        hp = glasso.Hyperparams(float(self.alpha) / v, bool(self.penalize_diagonal))
+        hp = glasso.Hyperparams(float(self.alpha) / v, bool(self.penalize_diagonal), self.solver)
         # glasso.fit checks S and alpha on the host before compiling
         result = glasso.fit(S_unit, hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt) * v:.3g})")

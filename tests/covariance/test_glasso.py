@@ -26,13 +26,17 @@ def _sparse_problem(p=12, n=60, seed=0):
     return np.cov(X.T, bias=True)
 
 
+SOLVERS = ["bcd", "quic"]
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("penalize_diagonal", [False, True])
 @pytest.mark.parametrize("alpha", [0.02, 0.1, 0.3])
-def test_solution_satisfies_the_kkt_conditions(alpha, penalize_diagonal):
+def test_solution_satisfies_the_kkt_conditions(alpha, penalize_diagonal, solver):
     """Checked independently of the solver's own residual: W = inv(Theta) by numpy, then
     the subgradient conditions entry by entry."""
     S = _sparse_problem()
-    r = glasso.fit(S, glasso.Hyperparams(alpha, penalize_diagonal), tol=1e-9)
+    r = glasso.fit(S, glasso.Hyperparams(alpha, penalize_diagonal, solver), tol=1e-9)
     assert r.converged
     theta = np.asarray(r.state.precision)
     W = np.linalg.inv(theta)
@@ -45,7 +49,8 @@ def test_solution_satisfies_the_kkt_conditions(alpha, penalize_diagonal):
     np.testing.assert_allclose(theta, theta.T)
 
 
-def test_agrees_with_scikit_learn():
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_agrees_with_scikit_learn(solver):
     from sklearn.covariance import graphical_lasso
 
     for seed, alpha in ((0, 0.05), (1, 0.15)):
@@ -53,31 +58,32 @@ def test_agrees_with_scikit_learn():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cov, prec = graphical_lasso(S, alpha, tol=1e-10, enet_tol=1e-12, max_iter=500)
-        r = glasso.fit(S, glasso.Hyperparams(alpha), tol=1e-10)
+        r = glasso.fit(S, glasso.Hyperparams(alpha, solver=solver), tol=1e-10)
         np.testing.assert_allclose(r.state.precision, prec, atol=1e-6 * np.abs(prec).max())
         np.testing.assert_allclose(r.state.covariance, cov, atol=1e-7 * np.abs(cov).max())
         assert np.array_equal(np.asarray(r.state.precision) == 0, np.abs(prec) < 1e-9)
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
 @pytest.mark.parametrize("case", REFERENCE["cases"], ids=["iris", "iris-singular"])
-def test_equals_r_glasso_reference_values(case):
+def test_equals_r_glasso_reference_values(case, solver):
     from sklearn.datasets import load_iris
 
     X = load_iris().data
     if case["alpha"] == 0.01:
         X = X[10:13]
     S = np.cov(X.T, bias=True)
-    est = GraphicalLasso(alpha=case["alpha"], tol=1e-10).fit(X)
+    est = GraphicalLasso(alpha=case["alpha"], solver=solver, tol=1e-10).fit(X)
     np.testing.assert_allclose(est.covariance_, case["covariance"], atol=1e-6)
     np.testing.assert_allclose(est.precision_, case["precision"], atol=1e-5, rtol=1e-6)
     np.testing.assert_allclose(est.location_, X.mean(0))
-    np.testing.assert_allclose(GraphicalLasso(alpha=case["alpha"], tol=1e-10).fit_covariance(S).precision_,
+    np.testing.assert_allclose(GraphicalLasso(alpha=case["alpha"], solver=solver, tol=1e-10).fit_covariance(S).precision_,
                                est.precision_, rtol=1e-12, atol=1e-12)
 
 
-def test_objective_never_increases_and_ends_at_the_minimum():
+def test_newton_objective_never_increases_and_ends_at_the_minimum():
     S = _sparse_problem(p=20, n=30, seed=3)  # n ~ p: an ill-conditioned covariance
-    hp = glasso.Hyperparams(0.05)
+    hp = glasso.Hyperparams(0.05, solver="quic")
     r = glasso.fit(S, hp, tol=1e-9)
     trace = np.asarray(r.trace)[: int(r.n_iter)]
     assert r.converged and trace.size > 2
@@ -91,23 +97,70 @@ def test_objective_never_increases_and_ends_at_the_minimum():
         assert F >= trace[-1] - 1e-12
 
 
-def test_path_and_vmap_equal_separate_fits():
+@pytest.mark.parametrize("penalize_diagonal", [False, True])
+def test_column_sweeps_raise_the_dual_and_end_at_the_minimum(penalize_diagonal):
+    """Block coordinate descent maximises log det W over |W - S| <= L (the dual of (1)):
+    log det W rises every sweep, W stays in the box (to the lasso's tolerance) with its
+    diagonal S_ii + L_ii, and the end point is the minimum of F (no nearby
+    positive-definite Theta is lower)."""
+    S = _sparse_problem(p=20, n=30, seed=3)
+    hp = glasso.Hyperparams(0.05, penalize_diagonal, "bcd")
+    L = np.asarray(glasso.penalty_weights(20, 0.05, penalize_diagonal, S.dtype))
+    step = jax.jit(lambda state: glasso.update(state, S, hp))
+    state = glasso.init(S, hp)
+    duals = [np.linalg.slogdet(np.asarray(state.working))[1]]
+    for _ in range(15):
+        state = step(state)
+        W = np.asarray(state.working)
+        duals.append(np.linalg.slogdet(W)[1])
+        assert np.all(np.abs(W - S) <= L + 1e-4 * np.mean(np.diagonal(S)))  # each lasso solved to at most this
+        np.testing.assert_allclose(np.diagonal(W), np.diagonal(S + L), rtol=1e-14)
+    assert np.all(np.diff(duals) >= -1e-12 * np.abs(duals[1:]))
+    assert float(state.kkt) < 1e-10
+    theta = np.asarray(state.precision)
+    F = float(glasso.objective(state, S, hp))
+    np.testing.assert_allclose(F, np.linalg.slogdet(W)[1] + 20, rtol=1e-10)  # no duality gap: F = log det W + p
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        E = rng.standard_normal(S.shape) * 1e-4
+        moved = theta + E + E.T
+        assert glasso.objective_of(moved, np.linalg.slogdet(moved)[1], S, hp) >= F - 1e-12
+
+
+def test_both_solvers_agree_on_an_ill_conditioned_real_correlation_matrix():
+    """The breast-cancer correlation matrix (p = 30, condition number 1e5), where the Newton
+    steps need 60-140 iterations: both solvers reach the same Theta."""
+    from sklearn.datasets import load_breast_cancer
+
+    S = np.corrcoef(load_breast_cancer().data.T)
+    for penalize_diagonal in (False, True):
+        fits = [glasso.fit(S, glasso.Hyperparams(0.1, penalize_diagonal, solver), tol=1e-8, max_iter=500) for solver in SOLVERS]
+        assert all(r.converged for r in fits)
+        np.testing.assert_allclose(fits[0].state.precision, fits[1].state.precision, atol=1e-5)
+        np.testing.assert_allclose(*(glasso.objective(r.state, S, glasso.Hyperparams(0.1, penalize_diagonal)) for r in fits),
+                                   rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_path_and_vmap_equal_separate_fits(solver):
     S = _sparse_problem(seed=4)
     alphas = np.array([0.3, 0.1, 0.03])
-    path = glasso.path(S, alphas, tol=1e-9)
-    batched = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a), tol=1e-9, throw=False))(alphas)
+    path = glasso.path(S, alphas, solver=solver, tol=1e-9)
+    batched = jax.vmap(lambda a: glasso.fit(S, glasso.Hyperparams(a, solver=solver), tol=1e-9, throw=False))(alphas)
     for k, a in enumerate(alphas):
-        single = glasso.fit(S, glasso.Hyperparams(a), tol=1e-9)
+        single = glasso.fit(S, glasso.Hyperparams(a, solver=solver), tol=1e-9)
         for result in (path, batched):
             np.testing.assert_allclose(result.state.precision[k], single.state.precision, atol=1e-7)
     assert np.all(np.diff([np.sum(np.asarray(path.state.precision[k]) != 0) for k in range(3)]) > 0)
-    assert int(path.n_iter[1:].sum()) < int(batched.n_iter[1:].sum())  # warm starts save Newton steps
+    if solver == "quic":
+        assert int(path.n_iter[1:].sum()) < int(batched.n_iter[1:].sum())  # warm starts save Newton steps
 
 
-def test_float32():
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_float32(solver):
     S = _sparse_problem().astype(np.float32)
-    r = glasso.fit(S, glasso.Hyperparams(np.float32(0.1)), tol=1e-4)
-    r64 = glasso.fit(S.astype(np.float64), glasso.Hyperparams(0.1), tol=1e-9)
+    r = glasso.fit(S, glasso.Hyperparams(np.float32(0.1), solver=solver), tol=1e-4)
+    r64 = glasso.fit(S.astype(np.float64), glasso.Hyperparams(0.1, solver=solver), tol=1e-9)
     assert r.state.precision.dtype == np.float32 and r.converged
     np.testing.assert_allclose(r.state.precision, r64.state.precision, atol=1e-3)
 
@@ -118,6 +171,8 @@ def test_bad_input_is_refused():
         glasso.fit(S + np.triu(np.ones_like(S), 1), glasso.Hyperparams(0.1))
     with pytest.raises(ValueError, match="alpha"):
         glasso.fit(S, glasso.Hyperparams(-0.1))
+    with pytest.raises(ValueError, match="solver"):
+        glasso.fit(S, glasso.Hyperparams(0.1, solver="newton"))
     with pytest.raises(ValueError, match="square"):
         glasso.fit(S[:3], glasso.Hyperparams(0.1))
     with pytest.raises(ValueError, match="non-finite"):
