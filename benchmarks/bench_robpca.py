@@ -13,9 +13,25 @@ Parts:
 - ``mcd``: FAST-MCD at 1000 x 10 and 1000 x 50 (10% shifted rows, h = (n + p + 1) // 2):
   seconds, and the log-determinant of each method's raw h-subset covariance (smaller is
   better: the MCD criterion).
+- ``small``: the calls a researcher makes on small data sets (robustbase's hbk, wood, starsCYG,
+  milk, bushfire, salinity, R's stackloss; scikit-learn's iris, wine, breast_cancer), each
+  column standardised as in ``bench_robust_agreement.py``, warm, ours against R's under R's
+  conventions: ROBPCA with k chosen by each (``robpca.fit_auto(key, X, None, 0.75,
+  conventions="rrcov")`` / ``PcaHubert(X, k = 0, alpha = 0.75)``) and FAST-MCD at alpha = 0.5
+  (``mcd.fit(key, X, conventions="robustbase")`` / ``covMcd(X, alpha = 0.5)``). Seconds per
+  call: the best of 5 timed calls, after a first one (ours ending in ``jax.block_until_ready``,
+  R's timed inside R); where one call takes under 50 ms, the best of 5 runs of 10 consecutive
+  calls each, divided by 10 (R's clock counts milliseconds). The ratio R / ours per data set and its
+  geometric mean; and where our time goes: ROBPCA's k-choosing ``robpca.provisional`` and its
+  ``robpca.fit`` at the chosen k, each timed alone, and the MCD's jitted ``mcd.fit_core``
+  without ``mcd.fit``'s host-side checks. Without R it is skipped.
+
+A run of some parts (``--only``) keeps the other parts' earlier entries in the results file;
+``dates`` says when each part last ran.
 
     python benchmarks/bench_robpca.py
     python benchmarks/bench_robpca.py --only mcd
+    python benchmarks/bench_robpca.py --only small
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ import time
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
@@ -41,21 +58,27 @@ from bayeskit.datasets import load_robpca  # noqa: E402
 from bayeskit.robust import mcd, robpca  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bench_robust_agreement as agreement  # noqa: E402
 import peers_r  # noqa: E402
 
-PARTS = ("robpca", "replications", "mcd")
+PARTS = ("robpca", "replications", "mcd", "small")
+SMALL_R_DATA = ("hbk", "stackloss", "wood", "starsCYG", "milk", "bushfire", "salinity")
+SMALL_SKLEARN_DATA = ("iris", "wine", "breast_cancer")
+SMALL_REPEATS, SMALL_CALLS, SMALL_FAST_S = 5, 10, 0.05
 
 
-def best_of(f, repeats: int = 3):
-    """(result, best seconds, first-call seconds minus best): f is called 1 + repeats times."""
+def best_of(f, repeats: int = 3, calls: int = 1):
+    """(result, best seconds per call, first-call seconds minus best): f is called once, then
+    ``repeats`` times ``calls`` times in a row, each run of calls timed and divided by ``calls``."""
     t = time.perf_counter()
     out = jax.block_until_ready(f())
     first = time.perf_counter() - t
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        out = jax.block_until_ready(f())
-        times.append(time.perf_counter() - t)
+        for _ in range(calls):
+            out = jax.block_until_ready(f())
+        times.append((time.perf_counter() - t) / calls)
     return out, min(times), first - min(times)
 
 
@@ -160,6 +183,92 @@ def mcd_row(n: int, p: int) -> dict:
     return row
 
 
+def small_sets() -> dict[str, np.ndarray]:
+    """The small data sets, each column centred and divided by its standard deviation."""
+    raw = {**peers_r.r_datasets(SMALL_R_DATA), **{name: agreement.sklearn_data(name) for name in SMALL_SKLEARN_DATA}}
+    return {name: agreement.standardised(X) for name, X in raw.items()}
+
+
+def warm(f):
+    """(result, seconds per call, compile seconds) of our call ``f``: the best of SMALL_REPEATS
+    calls, or of as many runs of SMALL_CALLS calls where one call is faster than SMALL_FAST_S."""
+    out, seconds, compile_s = best_of(f, SMALL_REPEATS)
+    if seconds < SMALL_FAST_S:
+        seconds = best_of(f, SMALL_REPEATS, SMALL_CALLS)[1]
+    return out, seconds, compile_s
+
+
+def r_warm(fit) -> dict:
+    """R's ``fit(calls=...)`` (pca_hubert or cov_mcd with its data and repeats) as :func:`warm`
+    times ours, its ``seconds`` the best."""
+    peer = fit(calls=1)
+    if min(peer["seconds"]) < SMALL_FAST_S:
+        peer = fit(calls=SMALL_CALLS)
+    return {**peer, "seconds": min(peer["seconds"])}
+
+
+def small_row(name: str, X: np.ndarray) -> dict:
+    """Warm seconds per call, ours and R's, of ROBPCA (k chosen by each) and FAST-MCD (alpha =
+    0.5) under R's conventions on one small data set, and the parts of our time."""
+    n, p = X.shape
+    key = jax.random.key(0)
+    r, seconds, compile_s = warm(lambda: robpca.fit_auto(key, X, None, 0.75, conventions="rrcov"))
+    k = r.state.eigenvalues.shape[-1]
+    provisional_s = warm(lambda: robpca.provisional(key, X, 0.75, conventions="rrcov"))[1]
+    fit_s = warm(lambda: robpca.fit(key, X, k, conventions="rrcov"))[1]
+    peer = r_warm(lambda calls: peers_r.pca_hubert(X, 0, 0.75, repeats=SMALL_REPEATS, calls=calls))
+    row = {"data": name, "n": n, "p": p, "versions": peer["versions"],
+           "robpca": {"k": k, "rrcov_k": peer["k"], "refits": int(r.n_iter), "seconds": seconds,
+                      "compile_seconds": compile_s, "provisional_seconds": provisional_s, "fit_seconds": fit_s,
+                      "rrcov_seconds": peer["seconds"], "ratio": peer["seconds"] / seconds}}
+    _, seconds, compile_s = warm(lambda: mcd.fit(key, X, conventions="robustbase"))
+    h, factors = mcd.h_alpha_n(0.5, n, p), mcd.robustbase_factors(p, n, 0.5)
+    X_, h_, factors_ = jnp.asarray(X), jnp.asarray(h, jnp.int32), jnp.asarray(factors, X.dtype)
+    core_s = warm(lambda: mcd.fit_core(key, X_, h_, factors_, 500, 10, 100, "robustbase", None))[1]  # mcd.fit's defaults
+    peer = r_warm(lambda calls: peers_r.cov_mcd(X, 0.5, repeats=SMALL_REPEATS, calls=calls))
+    row["versions"].update(peer["versions"])
+    row["mcd"] = {"h": h, "covMcd_h": peer["h"], "seconds": seconds, "compile_seconds": compile_s, "core_seconds": core_s,
+                  "covMcd_seconds": peer["seconds"], "ratio": peer["seconds"] / seconds}
+    jax.clear_caches()  # every data set compiles anew; without this LLVM can run out of memory maps
+    return row
+
+
+def small() -> dict:
+    """The ``small`` part: a row per data set and the geometric means of the ratios R / ours."""
+    missing = peers_r.r_missing("rrcov")
+    if missing:
+        return {"skipped": missing}
+    rows = [small_row(name, X) for name, X in small_sets().items()]
+    geometric_mean = lambda values: float(np.exp(np.mean(np.log(values))))  # noqa: E731
+    return {"repeats": SMALL_REPEATS, "calls_below_50_ms": SMALL_CALLS, "rows": rows,
+            "geometric_mean_ratio": {m: geometric_mean([r[m]["ratio"] for r in rows]) for m in ("robpca", "mcd")}}
+
+
+def print_small(part: dict) -> None:
+    if "skipped" in part:
+        print(f"small data sets skipped: {part['skipped']}")
+        return
+    print("small data sets, ms per call (warm) and R / ours; our parts: ROBPCA's provisional + fit at k, MCD's core")
+    print(f"{'data':>14} {'n':>4} {'p':>3} | {'k':>5} {'ROBPCA':>7} {'rrcov':>7} {'ratio':>6} | {'MCD':>7} {'covMcd':>7} "
+          f"{'ratio':>6} | {'prov.':>6} {'fit':>6} {'core':>6}")
+    for r in part["rows"]:
+        a, m = r["robpca"], r["mcd"]
+        k = f"{a['k']}/{a['rrcov_k']}"
+        print(f"{r['data']:>14} {r['n']:>4} {r['p']:>3} | {k:>5} {1e3 * a['seconds']:7.2f} {1e3 * a['rrcov_seconds']:7.2f} "
+              f"{a['ratio']:6.2f} | {1e3 * m['seconds']:7.2f} {1e3 * m['covMcd_seconds']:7.2f} {m['ratio']:6.2f} | "
+              f"{1e3 * a['provisional_seconds']:6.2f} {1e3 * a['fit_seconds']:6.2f} {1e3 * m['core_seconds']:6.2f}")
+    g = part["geometric_mean_ratio"]
+    print(f"geometric mean of R / ours: ROBPCA {g['robpca']:.2f}, FAST-MCD {g['mcd']:.2f}")
+
+
+def merged(path: Path, out: dict, parts) -> dict:
+    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
+    ``dates`` says when each part last ran."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    dates = old.get("dates") or {part: old["date"] for part in PARTS if part in old}
+    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
@@ -203,8 +312,12 @@ def main(argv=None) -> None:
                              for name in ("scikit-learn", "R covMcd"))
             print(f"FAST-MCD {n} x {p}: ours {row['bayeskit']['seconds']:.3f} s, log det "
                   f"{row['bayeskit']['raw_log_det']:.4f}; {cols}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2, default=float))
+    if "small" in args.only:
+        out["small"] = small()
+        print_small(out["small"])
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(merged(path, out, args.only), indent=2, default=float))
     print(f"written to {args.out}")
 
 
