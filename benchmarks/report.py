@@ -216,6 +216,13 @@ def rows_robpca(d):
                 out.append(row(f"FAST-MCD {m['n']} x {m['p']}", m["bayeskit"]["seconds"], peer, m[peer]["seconds"],
                                f"raw log det {m['bayeskit']['raw_log_det']:.3f} / {m[peer]['raw_log_det']:.3f}",
                                m["bayeskit"].get("compile_seconds")))
+    small = d.get("small", {}).get("rows", [])
+    for method, ours, peer, peer_key, what in (("robpca", "seconds", "R rrcov PcaHubert", "rrcov_seconds", "ROBPCA (k chosen)"),
+                                               ("mcd", "seconds", "R robustbase covMcd", "covMcd_seconds", "FAST-MCD")):
+        if small:
+            out.append(row(f"{what} on {len(small)} small real data sets (n = {min(r['n'] for r in small)}-"
+                           f"{max(r['n'] for r in small)}), geometric mean per call", geometric_mean([r[method][ours] for r in small]),
+                           peer, geometric_mean([r[method][peer_key] for r in small]), "R's conventions"))
     return out
 
 
