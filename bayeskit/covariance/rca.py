@@ -182,7 +182,7 @@ class EMState(eqx.Module):
 
 def _glasso_hp(hp: EMHyperparams) -> glasso.Hyperparams:
     """The M-step's graphical lasso: Newton steps, warm-started by the previous M-step's
-    precision. The column sweeps were no faster here (the ten EM/RCA fits of the quick
+    precision. The column sweeps were barely faster here (the ten EM/RCA fits of the quick
     simulated network: 9.3 s against 10.3 s) and would change the EM paths behind the
     committed results."""
     return glasso.Hyperparams(hp.alpha, hp.penalize_diagonal, "quic")
