@@ -46,6 +46,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import jax
 import jax.numpy as jnp
@@ -239,7 +240,6 @@ def small() -> dict:
     if missing:
         return {"skipped": missing}
     rows = [small_row(name, X) for name, X in small_sets().items()]
-    geometric_mean = lambda values: float(np.exp(np.mean(np.log(values))))  # noqa: E731
     return {"repeats": SMALL_REPEATS, "calls_below_50_ms": SMALL_CALLS, "rows": rows,
             "geometric_mean_ratio": {m: geometric_mean([r[m]["ratio"] for r in rows]) for m in ("robpca", "mcd")}}
 

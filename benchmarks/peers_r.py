@@ -281,14 +281,14 @@ def glmnet_cv(X_train, y_train, X_test, nfolds: int = 10, *, seed: int = 0, time
 
 _GLASSO = r"""
 p <- as.integer(args[2]); rho <- as.numeric(args[3]); pen_diag <- as.logical(args[4])
-thrs <- as.numeric(strsplit(args[5], ",")[[1]]); reps <- as.integer(args[6])
+thrs <- as.numeric(strsplit(args[5], ",")[[1]]); calls <- as.integer(args[6])
 suppressPackageStartupMessages(library(glasso))
 S <- matrix(rd("S.bin", p * p), p, p)
 secs <- rep(NaN, length(thrs))
 for (k in seq_along(thrs)) {
   t0 <- now()
-  for (r in seq_len(reps)) fit <- glasso(S, rho, thr = thrs[k], maxit = 10000, penalize.diagonal = pen_diag)
-  secs[k] <- (now() - t0) / reps
+  for (c in seq_len(calls)) fit <- glasso(S, rho, thr = thrs[k], maxit = 10000, penalize.diagonal = pen_diag)
+  secs[k] <- (now() - t0) / calls
   wr(fit$wi, paste0("wi", k, ".bin")); wr(fit$w, paste0("w", k, ".bin"))
 }
 wr(secs, "seconds.bin")
@@ -296,18 +296,18 @@ versions("glasso")
 """
 
 
-def glasso_fits(S, rho: float, thresholds, *, penalize_diagonal: bool = False, repeats: int = 1,
+def glasso_fits(S, rho: float, thresholds, *, penalize_diagonal: bool = False, calls: int = 1,
                 timeout: float = 3600.0) -> dict:
     """R glasso's ``glasso(S, rho, thr, penalize.diagonal)`` at each convergence threshold
     in ``thresholds`` (one Rscript call): {"precision": [(p, p)], "covariance": [...],
-    "seconds": [...] (inside R, the fit call only, the mean over ``repeats`` calls: R's
+    "seconds": [...] (inside R, the fit call only, the mean over ``calls`` calls: R's
     clock counts milliseconds), "versions": {...}}."""
     S = np.asarray(S, dtype=np.float64)
     p = S.shape[0]
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         _write(d / "S.bin", S.T)  # R is column-major
-        _run(_GLASSO, d, [p, rho, "TRUE" if penalize_diagonal else "FALSE", ",".join(map(repr, thresholds)), repeats],
+        _run(_GLASSO, d, [p, rho, "TRUE" if penalize_diagonal else "FALSE", ",".join(map(repr, thresholds)), calls],
              timeout)
         k = len(thresholds)
         return {"precision": [_read(d / f"wi{i + 1}.bin", (p, p)).T for i in range(k)],
