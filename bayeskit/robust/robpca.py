@@ -315,6 +315,12 @@ def provisional(key, X, alpha: float = 0.75, k_max: int = 10, n_directions: int 
     with this key: S_0's (Step 2), or the MCD scatter's in the low-dimensional branch; and
     the numerical rank. ``alpha`` enters through traced values only, so a new alpha
     compiles nothing."""
+    return _provisional_planned(key, X, alpha, k_max, n_directions, n_starts, use_mcd, conventions)[:2]
+
+
+def _provisional_planned(key, X, alpha, k_max, n_directions, n_starts, use_mcd, conventions):
+    """:func:`provisional`'s eigenvalues and rank, and the MCD of the low-dimensional branch
+    (None outside it), which does not depend on k: the fit at the chosen k reuses it."""
     n, p = np.shape(X)
     k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k_max
     h, h_mcd, factors = _plan(n, p, alpha, k_max, max(k_for_h, 1), 1, use_mcd, conventions)
@@ -330,11 +336,13 @@ def _provisional(key, X, h, h_mcd, factors, k_max, n_directions, n_starts, use_m
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        S = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None).state.covariance
+        fitted = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None)
+        S = fitted.state.covariance
     else:
+        fitted = None
         H0, _, _, Z = least_outlying(Z, *pairs(k_dir, n, n_directions, conventions), h, conventions)
         _, S = mcd.weighted_moments(Z, H0.astype(Z.dtype))
-    return descending_eigh(S)[0] * s * s, rank
+    return descending_eigh(S)[0] * s * s, rank, fitted
 
 
 def _mcd(key, X, h, factors, n_starts, conventions, initial):
@@ -363,12 +371,13 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
     return _fit_planned(key, X, k, alpha, k_max, k, n_directions, n_starts, use_mcd, conventions)
 
 
-def _fit_planned(key, X, k, alpha, k_max, k_for_h, n_directions, n_starts, use_mcd, conventions) -> FitResult:
+def _fit_planned(key, X, k, alpha, k_max, k_for_h, n_directions, n_starts, use_mcd, conventions,
+                 low_mcd=None) -> FitResult:
     n, p = np.shape(X)
     h, h_mcd, factors = _plan(n, p, alpha, k_max, k_for_h, k, use_mcd, conventions)
     X = jnp.asarray(X)
     return _fit(key, X, k, jnp.asarray(h, jnp.int32), jnp.asarray(h_mcd, jnp.int32), jnp.asarray(factors, X.dtype), k_max,
-                n_directions, n_starts, use_mcd, conventions)
+                n_directions, n_starts, use_mcd, conventions, low_mcd)
 
 
 def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha: float = 0.75, k_max: int = 10, *,
@@ -382,8 +391,9 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     if np.all(X == X[0]):
         raise ValueError("all rows of X are equal: there is no spread to find components in.")
     options = dict(n_directions=n_directions, n_starts=n_starts, use_mcd=use_mcd, conventions=conventions)
+    low_mcd = None  # the low-dimensional branch's MCD, the same at every k: computed once
     if n_components is None:
-        eigenvalues, rank = provisional(key, X, alpha, k_max, **options)
+        eigenvalues, rank, low_mcd = _provisional_planned(key, X, alpha, k_max, **options)
         k = choose_k(np.asarray(eigenvalues), k_max, int(rank), conventions)
         # rrcov's coverage of a chosen k stays that of min(k_max, rank)
         k_for_h = min(k_max, int(rank)) if conventions == "rrcov" else k
@@ -391,19 +401,20 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
         k = check_int_in("n_components", n_components, 1, min(X.shape[0] - 1, X.shape[1]))
         k_for_h = k
     first = k
-    result = _fit_planned(key, X, k, alpha, k_max, k_for_h, **options)
+    result = _fit_planned(key, X, k, alpha, k_max, k_for_h, **options, low_mcd=low_mcd)
     if k > int(result.state.rank):
         raise ValueError(f"n_components must be at most {int(result.state.rank)}, the rank of the centred data; got {k}.")
     while bool(result.state.exact_fit) and k > 1:
         k -= 1
-        result = _fit_planned(key, X, k, alpha, k_max, min(k_for_h, k), **options)
+        result = _fit_planned(key, X, k, alpha, k_max, min(k_for_h, k), **options, low_mcd=low_mcd)
     return eqx.tree_at(lambda r: r.n_iter, result, jnp.asarray(first - k, jnp.int32))
 
 
 @partial(jax.jit, static_argnums=(2, 6, 7, 8, 9, 10))
-def _fit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions) -> FitResult:
+def _fit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions, low_mcd) -> FitResult:
     X, s = unit_scale(X)  # scale equivariance: fit X / s, then put s back
-    solution, log_det = _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions)
+    solution, log_det = _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions,
+                                  low_mcd)
     solution = in_units(solution, s)
     return solved(solution, log_det + 2 * k * jnp.log(s),
                   all_finite(solution.center, solution.components, solution.eigenvalues))
@@ -418,13 +429,16 @@ def in_units(solution: Solution, s) -> Solution:
                        (r.center * s, r.scores * s, r.orthogonal_distances * s, r.od_cutoff * s, r.eigenvalues * s * s))
 
 
-def _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions) -> tuple[Solution, Array]:
+def _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions,
+              low_mcd=None) -> tuple[Solution, Array]:
+    """ROBPCA of the unit-scaled X; ``low_mcd``: the low-dimensional branch's MCD of this X
+    with this key when already computed (by :func:`_provisional`), else None."""
     n, p = X.shape
     rrcov = conventions == "rrcov"
     k_dir, k_mcd = jax.random.split(key)
     mu0, Z, V, rank = affine_span(X)
     if use_mcd and low_dimensional(n, p, k_max):
-        fitted = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None)
+        fitted = _mcd(k_mcd, Z, h_mcd, factors, n_starts, conventions, None) if low_mcd is None else low_mcd
         m = fitted.state
         values, vectors = descending_eigh(m.covariance)
         basis, centre = vectors[:, :k], m.location

@@ -233,3 +233,20 @@ def test_estimator_uses_all_pairs_on_small_data():
     assert robpca.default_directions(200) == 19900 and robpca.default_directions(201) == 250
     with pytest.raises(ValueError, match="conventions"):
         ROBPCA(conventions="R").fit(X)
+
+
+@pytest.mark.parametrize("conventions", robpca.CONVENTIONS)
+def test_choosing_k_reuses_the_low_dimensional_mcd(conventions):
+    """In the low-dimensional branch the MCD does not depend on k: fit_auto takes the one
+    :func:`robpca.provisional` computed, and gives what a fit at the chosen k computes anew;
+    its eigenvalues are the leading ones of the provisional MCD scatter."""
+    X, *_ = _planted(n=80, p=4, seed=10)
+    assert robpca.low_dimensional(80, 4, 10)
+    key = jax.random.key(3)
+    auto = robpca.fit_auto(key, X, None, n_starts=50, conventions=conventions)
+    k = auto.state.eigenvalues.shape[-1]
+    direct = robpca.fit(key, X, k, n_starts=50, conventions=conventions)
+    for a, b in zip(jax.tree.leaves(auto.state), jax.tree.leaves(direct.state)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
+    values, _ = robpca.provisional(key, X, n_starts=50, conventions=conventions)
+    np.testing.assert_allclose(auto.state.eigenvalues, values[:k], rtol=1e-10)
