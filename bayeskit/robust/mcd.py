@@ -18,6 +18,13 @@ subsets: up to five disjoint subsets of about 300 of at most 1500 random points,
 there, the ten best per subset two more C-steps on the 1500 points, and the ``n_best`` best
 C-stepped on all the data.
 
+The starts' C-steps are many (three per start) on subsets that only compete for the
+``n_best`` places, so for p <= 16 they take a quick form: the data centred at their
+coordinatewise median, each subset's moments from one product with the rows' x x'
+(E[x x'] - T T'), and the distances ranked in single precision. The ``n_best`` subsets'
+moments are then recomputed exactly, and every later C-step ranks exactly, so (1) holds for
+the refinement and the result is the exact criterion of the subset found.
+
 The raw and the reweighted estimates (consistent at the normal):
 
     T_raw = T_H,  S_raw = c(h/n) S_H,   c(a) = a / F_{chi2_{p+2}}(chi2_{p,a}),                 (2)
@@ -83,6 +90,7 @@ CONVENTIONS = ("bayeskit", "robustbase")
 SINGULAR = 1e-6  # S is singular when a Cholesky pivot is below this times the largest standard deviation
 NESTED_ABOVE, MERGED_SIZE, SUBSET_SIZE, MAX_SUBSETS = 600, 1500, 300, 5  # the paper's nested scheme
 EXCHANGES_UP_TO = 600  # exchanges (6) cost O(n^2) per step
+QUICK_MAX_P = 16  # the starts' quick C-steps (see c_step) up to this p
 
 
 class MCD(eqx.Module):
@@ -197,12 +205,14 @@ def weighted_moments(X: Float[Array, "n p"], w: Float[Array, " n"]) -> tuple[Arr
 
 
 def _logdet_and_distances(X, T, S):
-    """log det S (-inf when S is singular) and d^2(T, S) for every row of X."""
+    """log det S (-inf when S is singular) and d^2(T, S) for every row of X: with S = L L',
+    d^2 = |L^-1 (x - T)|^2, L^-1 from one p x p triangular solve (cheaper for many small
+    S than solving for the n points)."""
     L = jnp.linalg.cholesky(S)
     d = jnp.diagonal(L)
     ok = jnp.all(jnp.isfinite(d) & (d > SINGULAR * jnp.sqrt(jnp.max(jnp.diagonal(S)))))
-    Z = jax.scipy.linalg.solve_triangular(L, (X - T).T, lower=True)
-    d2 = jnp.sum(Z**2, 0)
+    L_inv = jax.scipy.linalg.solve_triangular(L, jnp.eye(S.shape[0], dtype=S.dtype), lower=True)
+    d2 = jnp.sum(((X - T) @ L_inv.T) ** 2, 1)
     return jnp.where(ok, 2 * jnp.sum(jnp.log(jnp.where(ok, d, 1.0))), -jnp.inf), jnp.where(ok, d2, jnp.inf)
 
 
@@ -237,35 +247,62 @@ class Subset(eqx.Module):
     d2: Float[Array, " n"]
 
 
-def subset(X, H) -> Subset:
-    T, S = weighted_moments(X, H.astype(X.dtype))
+def subset(X, H, outer=None) -> Subset:
+    """The :class:`Subset` of the points ``H``. With ``outer`` (the rows' x x', n x p^2, of
+    centred X) the moments come from one product each, E[x x'] - T T' (the starts' quick
+    form: many subsets, and rounding that matters only far from the data's centre)."""
+    if outer is None:
+        T, S = weighted_moments(X, H.astype(X.dtype))
+    else:
+        w = H.astype(X.dtype) / jnp.sum(H)
+        T = w @ X
+        S = (w @ outer).reshape(T.shape[0], -1) - jnp.outer(T, T)
     return Subset(H, T, S, *_logdet_and_distances(X, T, S))
 
 
-def c_step(X, state: Subset, h: int) -> Subset:
+def c_step(X, state: Subset, h: int, outer=None) -> Subset:
     """One C-step (1): the h points closest to the current (T, S). A singular S (an exact
-    fit) is kept as it is."""
-    new = subset(X, closest(state.d2, h))
+    fit) is kept as it is. With ``outer``, the starts' quick form: :func:`subset`'s, and the
+    distances ranked in single precision (half the bisection steps of :func:`closest`)."""
+    d2 = state.d2 if outer is None else state.d2.astype(jnp.float32)
+    new = subset(X, closest(d2, h), outer)
     return jax.tree.map(lambda a, b: jnp.where(jnp.isfinite(state.log_det), a, b), new, state)
 
 
-def elemental_start(key, X, h: int) -> Subset:
-    """A random (p + 1)-subset, extended one random point at a time while its covariance is
-    singular, then its h closest points."""
+def random_subset(key, n: int, m: int) -> Bool[Array, " n"]:
+    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
+    j = n - m, ..., n - 1 draw t uniform in {0, ..., j} and take t, or j when t is taken
+    already (m draws and O(m^2) comparisons; no sort of n keys)."""
+    draws = jax.random.randint(key, (m,), 0, jnp.arange(n - m + 1, n + 1))
+
+    def take(i, chosen):
+        taken = jnp.any((chosen == draws[i]) & (jnp.arange(m) < i))
+        return chosen.at[i].set(jnp.where(taken, n - m + i, draws[i]))
+
+    chosen = jax.lax.fori_loop(0, m, take, jnp.zeros(m, draws.dtype))
+    return jnp.zeros(n, bool).at[chosen].set(True)
+
+
+def elemental_start(key, X, h: int, outer=None) -> Subset:
+    """A random (p + 1)-subset, extended by one random point outside it at a time while its
+    covariance is singular, then its h closest points (``outer``: :func:`c_step`'s quick
+    form)."""
     n, p = X.shape
-    u = jax.random.uniform(key, (n,), X.dtype)  # the first m points of a random order: the m smallest u
+    k_first, k_more = jax.random.split(key)
 
     def grow(carry):
-        m, _ = carry
-        return m + 1, subset(X, closest(u, m + 1))
+        m, s = carry
+        rank = jax.random.randint(jax.random.fold_in(k_more, m), (), 0, n - m)  # the rank-th point outside H
+        new = jnp.argmax(jnp.cumsum(~s.H) > rank)
+        return m + 1, subset(X, s.H.at[new].set(True), outer)
 
     def singular(carry):
         m, s = carry
         return ~jnp.isfinite(s.log_det) & (m < n)
 
     m0 = min(p + 1, n)
-    _, start = jax.lax.while_loop(singular, grow, (jnp.asarray(m0), subset(X, closest(u, m0))))
-    return c_step(X, start, h)
+    _, start = jax.lax.while_loop(singular, grow, (jnp.asarray(m0), subset(X, random_subset(k_first, n, m0), outer)))
+    return c_step(X, start, h, outer)
 
 
 def swap_ratios(X, state: Subset, h) -> Array:
@@ -291,22 +328,35 @@ def best_swap(X, state: Subset, h) -> Subset:
 
 
 def refine(X, state: Subset, h: int, max_steps: int, swaps: bool = False) -> Subset:
-    """C-steps until the determinant no longer falls (or ``max_steps``); with ``swaps``, an
-    exchange (6) whenever a C-step no longer lowers it, until neither does: a subset that
-    no single exchange improves (at O(n^2) per step)."""
+    """C-steps until the determinant no longer falls (or ``max_steps`` steps in all); with
+    ``swaps``, then the best exchange (6), and again C-steps after every exchange that
+    lowers it, until neither does: a subset that no single exchange improves (O(n^2) per
+    exchange, so exchanges only where C-steps are stuck)."""
 
-    def body(carry):
-        k, s, _ = carry
-        new = c_step(X, s, h)
-        if swaps:
-            new = jax.tree.map(lambda a, b: jnp.where(new.log_det < s.log_det, a, b), new, best_swap(X, s, h))
-        return k + 1, new, new.log_det < s.log_det
-
-    def cond(carry):
+    def running(carry):
         k, s, fell = carry
         return fell & (k < max_steps) & jnp.isfinite(s.log_det)
 
-    return jax.lax.while_loop(cond, body, (jnp.asarray(0), state, jnp.asarray(True)))[1]
+    def c_steps(k, s):
+        def body(carry):
+            k, s, _ = carry
+            new = c_step(X, s, h)
+            return k + 1, new, new.log_det < s.log_det
+
+        return jax.lax.while_loop(running, body, (k, s, jnp.asarray(True)))[:2]
+
+    k, s = c_steps(jnp.asarray(0), state)
+    if not swaps:
+        return s
+
+    def exchange(carry):
+        k, s, _ = carry
+        new = best_swap(X, s, h)
+        fell = new.log_det < s.log_det
+        k, new = c_steps(k + 1, new)
+        return k, new, fell
+
+    return jax.lax.while_loop(running, exchange, (k, s, jnp.asarray(True)))[1]
 
 
 def univariate_mcd(x: Float[Array, " n"], h) -> tuple[Array, Array, Array]:
@@ -338,26 +388,40 @@ def _best(states: Subset, count: int) -> Subset:
     return jax.tree.map(lambda a: a[idx], states)
 
 
-def moved_to(X, state: Subset, h: int) -> Subset:
+def moved_to(X, state: Subset, h: int, outer=None) -> Subset:
     """A C-step into the data ``X`` (another set of points than the one ``state`` came from):
-    the h points of X closest to its (T, S)."""
-    return subset(X, closest(_logdet_and_distances(X, state.T, state.S)[1], h))
+    the h points of X closest to its (T, S) (``outer``: :func:`c_step`'s quick form)."""
+    d2 = _logdet_and_distances(X, state.T, state.S)[1]
+    return subset(X, closest(d2 if outer is None else d2.astype(jnp.float32), h), outer)
+
+
+def quick_form(X) -> Array | None:
+    """:func:`c_step`'s ``outer`` for the starts in X: the rows' x x', flattened (n x p^2),
+    for p <= QUICK_MAX_P; None (the exact form) above, where those products grow large."""
+    if X.shape[1] > QUICK_MAX_P:
+        return None
+    return (X[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
 
 
 def _two_c_steps(X, h: int):
-    return lambda state: c_step(X, c_step(X, state, h), h)
+    outer = quick_form(X)
+    return lambda state: c_step(X, c_step(X, state, h, outer), h, outer)
 
 
 def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
-    """The ``n_best`` best of ``n_starts`` elemental starts after two C-steps; for n > 600
-    the paper's nested scheme: the starts run in up to five disjoint subsets of about 300
-    of at most 1500 random points, 10 best per subset are moved to those 1500 points for
-    two more C-steps, and the ``n_best`` best are moved to all the data."""
+    """The subsets ``H`` of the ``n_best`` best of ``n_starts`` elemental starts after two
+    C-steps (in :func:`c_step`'s quick form for p <= QUICK_MAX_P, with X centred at its
+    coordinatewise median; the candidates' moments are then recomputed exactly); for n >
+    600 the paper's nested scheme: the starts run in up to five disjoint subsets of about
+    300 of at most 1500 random points, 10 best per subset are moved to those 1500 points
+    for two more C-steps, and the ``n_best`` best are moved to all the data."""
     n = X.shape[0]
+    X = X - jnp.median(X, 0)
     k_start, k_split = jax.random.split(key)
     if n <= NESTED_ABOVE:
-        starts = jax.vmap(lambda k: _two_c_steps(X, h)(elemental_start(k, X, h)))(jax.random.split(k_start, n_starts))
-        return _best(starts, n_best)
+        outer = quick_form(X)
+        start = lambda k: _two_c_steps(X, h)(elemental_start(k, X, h, outer))
+        return _best(jax.vmap(start)(jax.random.split(k_start, n_starts)), n_best).H
     n_merged = min(n, MERGED_SIZE)
     n_sub = max(1, min(MAX_SUBSETS, n_merged // SUBSET_SIZE))
     size = n_merged // n_sub
@@ -366,13 +430,15 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
     h_part, h_merged = -(-size * h // n), -(-n_merged * h // n)
 
     def in_part(keys, part):
-        starts = jax.vmap(lambda k: _two_c_steps(part, h_part)(elemental_start(k, part, h_part)))(keys)
+        outer = quick_form(part)
+        starts = jax.vmap(lambda k: _two_c_steps(part, h_part)(elemental_start(k, part, h_part, outer)))(keys)
         return _best(starts, n_best)
 
     keys = jax.random.split(k_start, (n_sub, max(1, n_starts // n_sub)))
     found = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), jax.vmap(in_part)(keys, parts))
-    pooled = jax.vmap(lambda s: _two_c_steps(merged, h_merged)(moved_to(merged, s, h_merged)))(found)
-    return jax.vmap(lambda s: moved_to(X, s, h))(_best(pooled, n_best))
+    outer = quick_form(merged)
+    pooled = jax.vmap(lambda s: _two_c_steps(merged, h_merged)(moved_to(merged, s, h_merged, outer)))(found)
+    return jax.vmap(lambda s: closest(_logdet_and_distances(X, s.T, s.S)[1], h))(_best(pooled, n_best))
 
 
 def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) -> Subset:
@@ -380,9 +446,10 @@ def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) 
     n, p = X.shape
     if p == 1:
         return subset(X, univariate_mcd(X[:, 0], h)[2])
-    candidates = _candidates(key, X, h, n_starts, n_best)
+    H = _candidates(key, X, h, n_starts, n_best)
     if initial is not None:
-        candidates = jax.tree.map(lambda a, b: jnp.concatenate([a, b[None]]), candidates, subset(X, initial))
+        H = jnp.concatenate([H, initial[None]])
+    candidates = jax.vmap(lambda H: subset(X, H))(H)  # exact moments from here on
     refined = jax.vmap(lambda s: refine(X, s, h, max_steps, swaps=n <= EXCHANGES_UP_TO))(candidates)
     return jax.tree.map(lambda a: a[jnp.argmin(refined.log_det)], refined)
 
@@ -482,6 +549,7 @@ def _fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, init
                raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
 
 
-__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "univariate_mcd", "closest",
+__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "random_subset",
+           "univariate_mcd", "closest",
            "weighted_moments", "consistency_factor", "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n",
            "small_sample_factor", "robustbase_factors", "REWEIGHT_QUANTILE", "CONVENTIONS"]

@@ -68,6 +68,31 @@ def test_c_steps_never_raise_the_determinant():
         assert int(state.H.sum()) == h
 
 
+def test_random_subsets_are_uniform():
+    """Floyd's draws: m distinct points, every point and every pair equally likely (chi-square
+    against the uniform law over 20000 draws of 3 of 6 points, all 20 subsets)."""
+    n, m, draws = 6, 3, 20000
+    H = np.asarray(jax.vmap(lambda k: mcd.random_subset(k, n, m))(jax.random.split(jax.random.key(0), draws)))
+    assert np.all(H.sum(1) == m)
+    codes, counts = np.unique(H @ (2 ** np.arange(n)), return_counts=True)
+    assert len(codes) == 20
+    assert stats.chisquare(counts).pvalue > 1e-3
+    assert mcd.random_subset(jax.random.key(1), 4, 4).all()
+
+
+def test_elemental_starts_grow_past_singular_subsets():
+    """Ten of sixty points coincide: a (p + 1)-subset with two of them spans too few
+    dimensions, and the start adds random points until it does not, so every start (its
+    h = 32 closest points, at most ten of them equal) is regular."""
+    rng = np.random.default_rng(4)
+    X = jnp.asarray(np.r_[np.zeros((10, 3)), rng.normal(size=(50, 3))])
+    keys = jax.random.split(jax.random.key(2), 200)
+    first = jax.vmap(lambda k: mcd.subset(X, mcd.random_subset(jax.random.split(k)[0], 60, 4)).log_det)(keys)
+    assert int(np.sum(~np.isfinite(first))) > 5  # draws that had to grow
+    starts = jax.vmap(lambda k: mcd.elemental_start(k, X, 32))(keys)
+    assert np.all(np.isfinite(starts.log_det)) and np.all(np.asarray(starts.H).sum(1) == 32)
+
+
 def test_finds_the_global_minimum_on_an_enumerable_problem():
     """n = 12, p = 2, h = 7: the raw subset has the smallest determinant of all 792 subsets."""
     rng = np.random.default_rng(3)
