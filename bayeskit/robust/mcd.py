@@ -58,10 +58,13 @@ one point j outside it. With d = x - T_H and g_ab = d_a' S_H^-1 d_b / h,
 
     h S_H' = h S_H - d_i d_i' + d_j d_j' - (d_j - d_i)(d_j - d_i)' / h,
     det S_H' / det S_H = det(I_2 + C G),  C = [[-1 - 1/h, 1/h], [1/h, 1 - 1/h]],
-    G = [[g_ii, g_ij], [g_ij, g_jj]].                                                         (6)
+    G = [[g_ii, g_ij], [g_ij, g_jj]],                                                         (6)
 
-For n <= 600 the refinement alternates C-steps and the best exchange until neither lowers
-the determinant (Hawkins's feasible solution algorithm combined with C-steps): the ten
+which expands (u = 1/h) to (1 - (1 + u) g_ii)(1 + (1 - u) g_jj) - u^2 g_ii g_jj + g_ij (g_ij + 2u).
+
+For n <= 600 the refinement runs C-steps to a fixed point, then the best exchange, and
+again C-steps after each exchange that lowers the determinant, until neither does
+(Hawkins's feasible solution algorithm combined with C-steps): the ten
 candidates then end at subsets no single exchange improves, which on rugged data (R's milk
 data, alpha = 0.5) reaches lower determinants than C-steps alone from thousands of starts.
 
@@ -311,9 +314,8 @@ def swap_ratios(X, state: Subset, h) -> Array:
     L = jnp.linalg.cholesky(state.S)
     Z = jax.scipy.linalg.solve_triangular(L, (X - state.T).T, lower=True)
     G = Z.T @ Z / h
-    a, c, b = jnp.diagonal(G)[:, None], jnp.diagonal(G)[None, :], G
-    u = 1.0 / h
-    ratio = (1 - (1 + u) * a + u * b) * (1 + u * b + (1 - u) * c) - (-(1 + u) * b + u * c) * (u * a + (1 - u) * b)
+    g, u = jnp.diagonal(G), 1.0 / h
+    ratio = jnp.outer(1 - (1 + u) * g, 1 + (1 - u) * g) - u**2 * jnp.outer(g, g) + G * (G + 2 * u)
     return jnp.where(state.H[:, None] & ~state.H[None, :], ratio, 1.0)
 
 
@@ -321,7 +323,8 @@ def best_swap(X, state: Subset, h) -> Subset:
     """The exchange (6) that lowers det S_H most (Hawkins's feasible solution algorithm,
     Comput. Stat. Data Anal. 17, 1994), or ``state`` when none lowers it by more than rounding."""
     ratios = swap_ratios(X, state, h)
-    i, j = jnp.unravel_index(jnp.argmin(ratios), ratios.shape)
+    i = jnp.argmin(jnp.min(ratios, 1))  # the first smallest in row-major order, by rows (one n x n argmin is slow)
+    j = jnp.argmin(ratios[i])
     new = subset(X, state.H.at[i].set(False).at[j].set(True))
     better = (ratios[i, j] < 1 - 1e3 * jnp.finfo(X.dtype).eps) & jnp.isfinite(state.log_det)
     return jax.tree.map(lambda a, b: jnp.where(better, a, b), new, state)
