@@ -272,11 +272,15 @@ def c_step(X, state: Subset, h: int, outer=None) -> Subset:
     return jax.tree.map(lambda a, b: jnp.where(jnp.isfinite(state.log_det), a, b), new, state)
 
 
-def random_subset(key, n: int, m: int) -> Bool[Array, " n"]:
-    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
-    j = n - m, ..., n - 1 draw t uniform in {0, ..., j} and take t, or j when t is taken
-    already (m draws and O(m^2) comparisons; no sort of n keys)."""
-    draws = jax.random.randint(key, (m,), 0, jnp.arange(n - m + 1, n + 1))
+def floyd_draws(key, n: int, m: int, shape: tuple = ()) -> Array:
+    """The draws of :func:`random_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
+    for ``shape`` subsets at once."""
+    return jax.random.randint(key, (*shape, m), 0, jnp.arange(n - m + 1, n + 1))
+
+
+def floyd_subset(draws: Array, n: int) -> Bool[Array, " n"]:
+    """The indicator of the subset of n points that Floyd's ``draws`` choose."""
+    m = draws.shape[0]
 
     def take(i, chosen):
         taken = jnp.any((chosen == draws[i]) & (jnp.arange(m) < i))
@@ -286,26 +290,45 @@ def random_subset(key, n: int, m: int) -> Bool[Array, " n"]:
     return jnp.zeros(n, bool).at[chosen].set(True)
 
 
-def elemental_start(key, X, h: int, outer=None) -> Subset:
+def random_subset(key, n: int, m: int) -> Bool[Array, " n"]:
+    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
+    j = n - m, ..., n - 1 draw t uniform in {0, ..., j} and take t, or j when t is taken
+    already (m draws and O(m^2) comparisons; no sort of n keys)."""
+    return floyd_subset(floyd_draws(key, n, m), n)
+
+
+def elemental_start(key, X, h: int | None, outer=None) -> Subset:
     """A random (p + 1)-subset, extended by one random point outside it at a time while its
-    covariance is singular, then its h closest points (``outer``: :func:`c_step`'s quick
-    form)."""
+    covariance is singular, then its h closest points (that subset itself when ``h`` is
+    None; ``outer``: :func:`c_step`'s quick form)."""
     n, p = X.shape
     k_first, k_more = jax.random.split(key)
+    return _elemental_start(X, floyd_draws(k_first, n, min(p + 1, n)), jax.random.uniform(k_more, (n,)), h, outer)
+
+
+def _elemental_start(X, draws, order, h, outer) -> Subset:
+    """:func:`elemental_start` from its random numbers: Floyd's ``draws`` and ``order``, whose
+    smallest value outside the subset names the point a singular subset takes next."""
+    n = X.shape[0]
 
     def grow(carry):
         m, s = carry
-        rank = jax.random.randint(jax.random.fold_in(k_more, m), (), 0, n - m)  # the rank-th point outside H
-        new = jnp.argmax(jnp.cumsum(~s.H) > rank)
-        return m + 1, subset(X, s.H.at[new].set(True), outer)
+        return m + 1, subset(X, s.H.at[jnp.argmin(jnp.where(s.H, jnp.inf, order))].set(True), outer)
 
     def singular(carry):
         m, s = carry
         return ~jnp.isfinite(s.log_det) & (m < n)
 
-    m0 = min(p + 1, n)
-    _, start = jax.lax.while_loop(singular, grow, (jnp.asarray(m0), subset(X, random_subset(k_first, n, m0), outer)))
-    return c_step(X, start, h, outer)
+    start = subset(X, floyd_subset(draws, n), outer)
+    _, start = jax.lax.while_loop(singular, grow, (jnp.asarray(draws.shape[0]), start))
+    return start if h is None else c_step(X, start, h, outer)
+
+
+def _random_starts(key, X, count: int):
+    """The random numbers of ``count`` elemental starts in X, drawn at once."""
+    n, p = X.shape
+    k_first, k_more = jax.random.split(key)
+    return floyd_draws(k_first, n, min(p + 1, n), (count,)), jax.random.uniform(k_more, (count, n), jnp.float32)
 
 
 def swap_ratios(X, state: Subset, h) -> Array:
@@ -348,18 +371,18 @@ def refine(X, state: Subset, h: int, max_steps: int, swaps: bool = False) -> Sub
 
         return jax.lax.while_loop(running, body, (k, s, jnp.asarray(True)))[:2]
 
-    k, s = c_steps(jnp.asarray(0), state)
     if not swaps:
-        return s
+        return c_steps(jnp.asarray(0), state)[1]
 
-    def exchange(carry):
+    def exchange(carry):  # the first pass skips its exchange: the C-step loop is traced once
         k, s, _ = carry
         new = best_swap(X, s, h)
-        fell = new.log_det < s.log_det
+        new = jax.tree.map(lambda a, b: jnp.where(k > 0, a, b), new, s)
+        fell = (new.log_det < s.log_det) | (k == 0)
         k, new = c_steps(k + 1, new)
         return k, new, fell
 
-    return jax.lax.while_loop(running, exchange, (k, s, jnp.asarray(True)))[1]
+    return jax.lax.while_loop(running, exchange, (jnp.asarray(0), state, jnp.asarray(True)))[1]
 
 
 def univariate_mcd(x: Float[Array, " n"], h) -> tuple[Array, Array, Array]:
@@ -406,9 +429,16 @@ def quick_form(X) -> Array | None:
     return (X[:, :, None] * X[:, None, :]).reshape(X.shape[0], -1)
 
 
-def _two_c_steps(X, h: int):
+def _c_steps(X, h: int, count: int):
+    """``count`` C-steps, in the quick form where it applies."""
     outer = quick_form(X)
-    return lambda state: c_step(X, c_step(X, state, h, outer), h, outer)
+
+    def steps(state):
+        for _ in range(count):
+            state = c_step(X, state, h, outer)
+        return state
+
+    return steps
 
 
 def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
@@ -422,9 +452,8 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
     X = X - jnp.median(X, 0)
     k_start, k_split = jax.random.split(key)
     if n <= NESTED_ABOVE:
-        outer = quick_form(X)
-        start = lambda k: _two_c_steps(X, h)(elemental_start(k, X, h, outer))
-        return _best(jax.vmap(start)(jax.random.split(k_start, n_starts)), n_best).H
+        start = lambda draws, order: _c_steps(X, h, 3)(_elemental_start(X, draws, order, None, quick_form(X)))
+        return _best(jax.vmap(start)(*_random_starts(k_start, X, n_starts)), n_best).H
     n_merged = min(n, MERGED_SIZE)
     n_sub = max(1, min(MAX_SUBSETS, n_merged // SUBSET_SIZE))
     size = n_merged // n_sub
@@ -432,15 +461,14 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
     parts = merged[: n_sub * size].reshape(n_sub, size, -1)
     h_part, h_merged = -(-size * h // n), -(-n_merged * h // n)
 
-    def in_part(keys, part):
-        outer = quick_form(part)
-        starts = jax.vmap(lambda k: _two_c_steps(part, h_part)(elemental_start(k, part, h_part, outer)))(keys)
-        return _best(starts, n_best)
+    def in_part(key, part):
+        start = lambda draws, order: _c_steps(part, h_part, 3)(_elemental_start(part, draws, order, None, quick_form(part)))
+        return _best(jax.vmap(start)(*_random_starts(key, part, max(1, n_starts // n_sub))), n_best)
 
-    keys = jax.random.split(k_start, (n_sub, max(1, n_starts // n_sub)))
-    found = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), jax.vmap(in_part)(keys, parts))
+    found = jax.vmap(in_part)(jax.random.split(k_start, n_sub), parts)
+    found = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), found)
     outer = quick_form(merged)
-    pooled = jax.vmap(lambda s: _two_c_steps(merged, h_merged)(moved_to(merged, s, h_merged, outer)))(found)
+    pooled = jax.vmap(lambda s: _c_steps(merged, h_merged, 2)(moved_to(merged, s, h_merged, outer)))(found)
     return jax.vmap(lambda s: closest(_logdet_and_distances(X, s.T, s.S)[1], h))(_best(pooled, n_best))
 
 
@@ -553,6 +581,6 @@ def _fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, init
 
 
 __all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "random_subset",
-           "univariate_mcd", "closest",
-           "weighted_moments", "consistency_factor", "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n",
-           "small_sample_factor", "robustbase_factors", "REWEIGHT_QUANTILE", "CONVENTIONS"]
+           "floyd_draws", "floyd_subset", "quick_form", "univariate_mcd", "closest", "weighted_moments", "consistency_factor",
+           "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n", "small_sample_factor", "robustbase_factors",
+           "REWEIGHT_QUANTILE", "CONVENTIONS"]

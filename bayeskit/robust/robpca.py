@@ -184,16 +184,18 @@ def unit_rows(v):
     return jnp.where(norm > 0, v / jnp.where(norm > 0, norm, 1), 0.0)
 
 
-def reweighted_univariate_mcd(y: Float[Array, " n"], h) -> tuple[Array, Array]:
+def reweighted_univariate_mcd(y: Float[Array, " n"], h, t0=None) -> tuple[Array, Array]:
     """rrcov's ``unimcd``: the mean and standard deviation (divisor m - 1) of the m points
     with (y_i - t_0)^2 < r_(h) chi2_{1,0.975} / chi2_{1,h/n}, t_0 the mean of the window of
     the univariate MCD and r_(h) the h-th smallest (y_i - t_0)^2; the mean and standard
-    deviation of all points when h = n. ``h`` may be traced."""
+    deviation of all points when h = n. ``h`` may be traced; ``t0`` when already known."""
     n = y.shape[0]
-    t0, _, _ = mcd.univariate_mcd(y, h)
+    if t0 is None:
+        t0, _, _ = mcd.univariate_mcd(y, h)
     r = (y - t0) ** 2
     full = h >= n
-    scale = jnp.sort(r)[jnp.minimum(h, n) - 1] / mcd.chi2_quantile(jnp.where(full, 0.5, jnp.asarray(h, y.dtype) / n), 1)
+    r_h = jnp.max(jnp.where(mcd.closest(r, h), r, 0.0))  # the h-th smallest r, without a sort
+    scale = r_h / mcd.chi2_quantile(jnp.where(full, 0.5, jnp.asarray(h, y.dtype) / n), 1)
     w = jnp.where(full, True, r < scale * stats.chi2.ppf(mcd.REWEIGHT_QUANTILE, 1)).astype(y.dtype)
     m = jnp.sum(w)
     t = jnp.sum(w * y) / m
@@ -217,7 +219,7 @@ def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int,
     first = jnp.argmax(flat)
     t_flat = t[first]
     if conventions == "rrcov":
-        t, s = jax.vmap(lambda y: reweighted_univariate_mcd(y, h), in_axes=1)(proj)
+        t, s = jax.vmap(lambda y, t0: reweighted_univariate_mcd(y, h, t0), in_axes=(1, 0))(proj, t)
     ratio = jnp.abs(proj - t) / jnp.where(usable, s, 1.0)
     return jnp.max(jnp.where(usable, ratio, 0.0), 1), jnp.any(flat), V[first], t_flat
 
@@ -225,11 +227,12 @@ def outlyingness(Z: Float[Array, "n r"], i: Array, j: Array, h: int,
 def least_outlying(Z, i, j, h: int, conventions: str = "bayeskit") -> tuple[Array, Array, Array, Array]:
     """Step 2's H_0 (indicator), the outlyingness, the number of exact-fit projections, and
     Z projected onto the hyperplanes z'v = t of the exact-fit directions (the rest of the
-    algorithm works in that lower-dimensional space)."""
+    algorithm works in that lower-dimensional space). One loop: the first pass projects
+    along v = 0 (no change), so :func:`outlyingness` is compiled once."""
 
     def cond(carry):
         k, _, flat, *_ = carry
-        return flat & (k < Z.shape[1])
+        return flat & (k <= Z.shape[1])
 
     def body(carry):
         k, Z, _, v, t, _ = carry
@@ -237,9 +240,10 @@ def least_outlying(Z, i, j, h: int, conventions: str = "bayeskit") -> tuple[Arra
         outl, flat, v, t = outlyingness(Z, i, j, h, conventions)
         return k + 1, Z, flat, v, t, outl
 
-    outl, flat, v, t = outlyingness(Z, i, j, h, conventions)
-    k, Z, _, _, _, outl = jax.lax.while_loop(cond, body, (jnp.asarray(0), Z, flat, v, t, outl))
-    return mcd.closest(outl, h), outl, k, Z
+    zero = jnp.zeros((), Z.dtype)
+    start = (jnp.asarray(0), Z, jnp.asarray(True), jnp.zeros_like(Z[0]), zero, jnp.zeros_like(Z[:, 0]))
+    k, Z, _, _, _, outl = jax.lax.while_loop(cond, body, start)
+    return mcd.closest(outl, h), outl, k - 1, Z
 
 
 def choose_k(eigenvalues, k_max: int, rank: int, conventions: str = "bayeskit") -> int:
