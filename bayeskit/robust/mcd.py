@@ -441,7 +441,7 @@ def _c_steps(X, h: int, count: int):
     return steps
 
 
-def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Subset:
+def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Bool[Array, "n_best n"]:
     """The subsets ``H`` of the ``n_best`` best of ``n_starts`` elemental starts after two
     C-steps (in :func:`c_step`'s quick form for p <= QUICK_MAX_P, with X centred at its
     coordinatewise median; the candidates' moments are then recomputed exactly); for n >

@@ -80,6 +80,23 @@ def test_random_subsets_are_uniform():
     assert mcd.random_subset(jax.random.key(1), 4, 4).all()
 
 
+def test_quick_form_of_the_starts_matches_the_exact_one():
+    """The starts' quick form (moments from the rows' x x' of median-centred data, distances
+    ranked in single precision) gives the exact form's moments to rounding and, away from
+    ties, the same C-step subsets."""
+    X = _contaminated()
+    X = jnp.asarray(X - np.median(X, 0))
+    h = mcd.default_h(*X.shape)
+    outer = mcd.quick_form(X)
+    for seed in range(3):
+        H = mcd.random_subset(jax.random.key(seed), X.shape[0], h)
+        quick, exact = mcd.subset(X, H, outer), mcd.subset(X, H)
+        np.testing.assert_allclose(quick.S, exact.S, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(quick.T, exact.T, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(mcd.c_step(X, exact, h, outer).H, mcd.c_step(X, exact, h).H)
+    assert mcd.quick_form(jnp.zeros((5, mcd.QUICK_MAX_P + 1))) is None
+
+
 def test_elemental_starts_grow_past_singular_subsets():
     """Ten of sixty points coincide: a (p + 1)-subset with two of them spans too few
     dimensions, and the start adds random points until it does not, so every start (its
