@@ -391,8 +391,7 @@ def univariate_mcd(x: Float[Array, " n"], h) -> tuple[Array, Array, Array]:
     window sums are taken about the median, and a window of equal values has variance 0.
     ``h`` may be traced: the n - h + 1 windows are the first of n, the rest masked."""
     n = x.shape[0]
-    order = jnp.argsort(x)
-    s = x[order]
+    s, order = jax.lax.sort_key_val(x, jnp.arange(n))  # a caller without the window sorts values alone
     z = s - s[(n - 1) // 2]
     c1 = jnp.concatenate([jnp.zeros(1, x.dtype), jnp.cumsum(z)])
     c2 = jnp.concatenate([jnp.zeros(1, x.dtype), jnp.cumsum(z**2)])
