@@ -21,9 +21,10 @@ from bayeskit.estimators._common import finish, validate
 
 class GraphicalLasso(BaseEstimator):
     """Sparse inverse covariance by the graphical lasso (column sweeps for p <= 64, QUIC's
-    Newton steps above, or as ``solver`` says; see :mod:`bayeskit.covariance.glasso`): minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|,
-    the sum over the off-diagonal entries (scikit-learn's convention) or, with
-    ``penalize_diagonal=True``, over all entries (R glasso's default).
+    Newton steps above, or as ``solver`` says; see :mod:`bayeskit.covariance.glasso`):
+    minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|, the sum over the
+    off-diagonal entries (scikit-learn's convention) or, with ``penalize_diagonal=True``,
+    over all entries (R glasso's default).
 
     ``fit(X)`` uses the empirical covariance of X (rows are samples; centred unless
     ``assume_centered``), ``fit_covariance(S)`` a given covariance.

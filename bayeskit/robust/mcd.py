@@ -273,13 +273,15 @@ def c_step(X, state: Subset, h: int, outer=None) -> Subset:
 
 
 def floyd_draws(key, n: int, m: int, shape: tuple = ()) -> Array:
-    """The draws of :func:`random_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
+    """The draws of :func:`floyd_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
     for ``shape`` subsets at once."""
     return jax.random.randint(key, (*shape, m), 0, jnp.arange(n - m + 1, n + 1))
 
 
 def floyd_subset(draws: Array, n: int) -> Bool[Array, " n"]:
-    """The indicator of the subset of n points that Floyd's ``draws`` choose."""
+    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
+    j = n - m, ..., n - 1 take t_j (``draws``), or j when t_j is taken already (O(m^2)
+    comparisons; no sort of n keys)."""
     m = draws.shape[0]
 
     def take(i, chosen):
@@ -288,13 +290,6 @@ def floyd_subset(draws: Array, n: int) -> Bool[Array, " n"]:
 
     chosen = jax.lax.fori_loop(0, m, take, jnp.zeros(m, draws.dtype))
     return jnp.zeros(n, bool).at[chosen].set(True)
-
-
-def random_subset(key, n: int, m: int) -> Bool[Array, " n"]:
-    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
-    j = n - m, ..., n - 1 draw t uniform in {0, ..., j} and take t, or j when t is taken
-    already (m draws and O(m^2) comparisons; no sort of n keys)."""
-    return floyd_subset(floyd_draws(key, n, m), n)
 
 
 def elemental_start(key, X, h: int | None, outer=None) -> Subset:
@@ -579,7 +574,7 @@ def _fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, init
                raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
 
 
-__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "random_subset",
-           "floyd_draws", "floyd_subset", "quick_form", "univariate_mcd", "closest", "weighted_moments", "consistency_factor",
+__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "floyd_draws",
+           "floyd_subset", "quick_form", "univariate_mcd", "closest", "weighted_moments", "consistency_factor",
            "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n", "small_sample_factor", "robustbase_factors",
            "REWEIGHT_QUANTILE", "CONVENTIONS"]

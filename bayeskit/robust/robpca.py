@@ -240,8 +240,7 @@ def least_outlying(Z, i, j, h: int, conventions: str = "bayeskit") -> tuple[Arra
         outl, flat, v, t = outlyingness(Z, i, j, h, conventions)
         return k + 1, Z, flat, v, t, outl
 
-    zero = jnp.zeros((), Z.dtype)
-    start = (jnp.asarray(0), Z, jnp.asarray(True), jnp.zeros_like(Z[0]), zero, jnp.zeros_like(Z[:, 0]))
+    start = (jnp.asarray(0), Z, jnp.asarray(True), jnp.zeros_like(Z[0]), jnp.zeros((), Z.dtype), jnp.zeros_like(Z[:, 0]))
     k, Z, _, _, _, outl = jax.lax.while_loop(cond, body, start)
     return mcd.closest(outl, h), outl, k - 1, Z
 

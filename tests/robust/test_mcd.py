@@ -68,16 +68,16 @@ def test_c_steps_never_raise_the_determinant():
         assert int(state.H.sum()) == h
 
 
-def test_random_subsets_are_uniform():
+def test_floyd_subsets_are_uniform():
     """Floyd's draws: m distinct points, every point and every pair equally likely (chi-square
     against the uniform law over 20000 draws of 3 of 6 points, all 20 subsets)."""
     n, m, draws = 6, 3, 20000
-    H = np.asarray(jax.vmap(lambda k: mcd.random_subset(k, n, m))(jax.random.split(jax.random.key(0), draws)))
+    H = np.asarray(jax.vmap(lambda k: mcd.floyd_subset(mcd.floyd_draws(k, n, m), n))(jax.random.split(jax.random.key(0), draws)))
     assert np.all(H.sum(1) == m)
     codes, counts = np.unique(H @ (2 ** np.arange(n)), return_counts=True)
     assert len(codes) == 20
     assert stats.chisquare(counts).pvalue > 1e-3
-    assert mcd.random_subset(jax.random.key(1), 4, 4).all()
+    assert mcd.floyd_subset(mcd.floyd_draws(jax.random.key(1), 4, 4), 4).all()
 
 
 def test_quick_form_of_the_starts_matches_the_exact_one():
@@ -89,7 +89,7 @@ def test_quick_form_of_the_starts_matches_the_exact_one():
     h = mcd.default_h(*X.shape)
     outer = mcd.quick_form(X)
     for seed in range(3):
-        H = mcd.random_subset(jax.random.key(seed), X.shape[0], h)
+        H = mcd.floyd_subset(mcd.floyd_draws(jax.random.key(seed), X.shape[0], h), X.shape[0])
         quick, exact = mcd.subset(X, H, outer), mcd.subset(X, H)
         np.testing.assert_allclose(quick.S, exact.S, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(quick.T, exact.T, rtol=1e-12, atol=1e-12)
@@ -104,7 +104,7 @@ def test_elemental_starts_grow_past_singular_subsets():
     rng = np.random.default_rng(4)
     X = jnp.asarray(np.r_[np.zeros((10, 3)), rng.normal(size=(50, 3))])
     keys = jax.random.split(jax.random.key(2), 200)
-    first = jax.vmap(lambda k: mcd.subset(X, mcd.random_subset(jax.random.split(k)[0], 60, 4)).log_det)(keys)
+    first = jax.vmap(lambda k: mcd.subset(X, mcd.floyd_subset(mcd.floyd_draws(jax.random.split(k)[0], 60, 4), 60)).log_det)(keys)
     assert int(np.sum(~np.isfinite(first))) > 5  # draws that had to grow
     starts = jax.vmap(lambda k: mcd.elemental_start(k, X, 32))(keys)
     assert np.all(np.isfinite(starts.log_det)) and np.all(np.asarray(starts.H).sum(1) == 32)
