@@ -193,18 +193,26 @@ def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hpar
                                    for k, m in zip(jax.random.split(k_p, len(leaves)), leaves)])
     eps = step_size * jax.random.uniform(k_eps, minval=0.8, maxval=1.2, dtype=W.dtype)
     kinetic = lambda p: 0.5 * sum(jnp.sum(pi**2 / mi) for pi, mi in zip(jax.tree.leaves(p), leaves))
-    grad = jax.grad(potential)
+    value_and_grad = jax.value_and_grad(potential)
     axpy = lambda a, x, y: jax.tree.map(lambda xi, yi: yi + a * xi, x, y)
+    pick = lambda c, x, y: jax.tree.map(lambda xi, yi: jnp.where(c, xi, yi), x, y)
 
-    def leapfrog(_, qp):
-        q, p = qp
-        p = axpy(-eps / 2, grad(q), p)
-        q = jax.tree.map(lambda qi, pi, mi: qi + eps * pi / mi, q, p, mass)
-        return q, axpy(-eps / 2, grad(q), p)
+    def leapfrog(t, carry):
+        """Pass t of hmc_steps + 1: the potential and its gradient at q_t (one traced copy
+        for the whole trajectory), the half step that closes step t - 1, and the half and
+        full steps that open step t."""
+        q, p, u_start, _ = carry
+        u, g = value_and_grad(q)
+        p = pick(t > 0, axpy(-eps / 2, g, p), p)
+        opened = axpy(-eps / 2, g, p)
+        moved = jax.tree.map(lambda qi, pi, mi: qi + eps * pi / mi, q, opened, mass)
+        last = t == hparams.hmc_steps
+        return pick(last, q, moved), pick(last, p, opened), jnp.where(t == 0, u, u_start), u
 
     q0 = (W, reg)
-    q1, p1 = jax.lax.fori_loop(0, hparams.hmc_steps, leapfrog, (q0, p0))
-    log_ratio = potential(q0) + kinetic(p0) - potential(q1) - kinetic(p1)
+    zero = jnp.zeros((), W.dtype)
+    q1, p1, u0, u1 = jax.lax.fori_loop(0, hparams.hmc_steps + 1, leapfrog, (q0, p0, zero, zero))
+    log_ratio = u0 + kinetic(p0) - u1 - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
     W, reg = jax.tree.map(lambda a, b: jnp.where(accept, a, b), q1, q0)
@@ -214,16 +222,17 @@ def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hpar
 def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     """alpha | Z; sigma_w^2 | weights of used features; unused weights from the prior."""
     n, k_max = Z.shape
-    k_alpha, k_sigma, k_w = jax.random.split(key, 3)
+    keys = jax.random.split(key, 3)
     active = Z.sum(0) > 0
-    a, b = hparams.alpha_prior
-    alpha = jax.random.gamma(k_alpha, a + active.sum(), dtype=W.dtype) / (b + ibp_prior.harmonic(n))
     used = weight_entries(k_max, hparams.symmetric) & active[:, None] & active[None, :]
     used = jnp.broadcast_to(used, W.shape)
-    sa, sb = hparams.sigma_w_prior
-    sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0)))
-                       / jax.random.gamma(k_sigma, sa + 0.5 * used.sum(), dtype=W.dtype))
-    W = jnp.where(used, W, sigma_w * jax.random.normal(k_w, W.shape, W.dtype))
+    (a, b), (sa, sb) = hparams.alpha_prior, hparams.sigma_w_prior
+    # both Gamma draws by one sampler (vmapped over their keys: the same draws as two calls)
+    shapes = jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]).astype(W.dtype)
+    g_alpha, g_sigma = jax.vmap(lambda k, s: jax.random.gamma(k, s, dtype=W.dtype))(keys[:2], shapes)
+    alpha = g_alpha / (b + ibp_prior.harmonic(n))
+    sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0))) / g_sigma)
+    W = jnp.where(used, W, sigma_w * jax.random.normal(keys[2], W.shape, W.dtype))
     return alpha, sigma_w, W
 
 
