@@ -193,6 +193,34 @@ def test_bad_input(Y, mask, hp, match):
         lfrm.sample_posterior(jax.random.key(0), Y, mask, hp, num_warmup=1, num_samples=1)
 
 
+@pytest.mark.parametrize("init_Z,match", [(np.full((4, 2), 0.5), "0 and 1"), (np.ones((4, 4)), "more than k_max")])
+def test_bad_start(init_Z, match):
+    with pytest.raises(ValueError, match=match):
+        lfrm.sample_posterior(jax.random.key(0), np.zeros((4, 4)), None, lfrm.Hyperparams(k_max=3), num_warmup=1, num_samples=1,
+                              init_Z=init_Z)
+
+
+@pytest.mark.filterwarnings("ignore:some draws use all")
+def test_random_and_given_starts_share_one_program():
+    """A start Z narrower than k_max, then the random start, of the same data: the second
+    run compiles nothing; and the random start keeps the draws of ``init`` without Z."""
+    from test_contract import count_compilations
+
+    Y, _, train, _ = _planted(4, n=10, k=2, r=2)
+    hp = lfrm.Hyperparams(k_max=4)
+    run = lambda **kw: lfrm.sample_posterior(jax.random.key(2), Y, train, hp, num_warmup=2, num_samples=2, num_chains=2,
+                                             progress=False, **kw)
+    run(init_Z=np.tile(np.eye(2)[np.arange(10) % 2], (2, 1, 1)))  # (chain, N, 2): two clusters
+    with count_compilations() as seen:
+        draws = run()
+    assert seen["compiles"] == 0
+    data = relational_data.as_data(Y, train, False)
+    start = gibbs.init(jax.random.split(jax.random.key(2), 2)[1], data, hp)
+    drawn = gibbs.init(jax.random.split(jax.random.key(2), 2)[1], data, hp, Z=gibbs.random_start(10, 4))
+    np.testing.assert_array_equal(drawn.Z, start.Z)
+    assert draws["Z"].shape == (2, 2, 10, 4)
+
+
 @pytest.mark.filterwarnings("ignore:some draws use all")
 def test_separate_relations_equal_one_relation_runs():
     """The "single" setting runs every relation's chains in one call; relation r's chain

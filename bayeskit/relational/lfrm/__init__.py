@@ -57,6 +57,20 @@ def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweep
     return np.stack([one_hot(zc) for zc in z.reshape(-1, z.shape[-1])]).reshape(z.shape + (k_max,))
 
 
+def _full_width(init_Z, n_runs: int, n: int, k_max: int, dtype) -> np.ndarray:
+    """The start as ``k_max`` columns of ``dtype`` for each of ``n_runs`` chains (the random
+    start when None), so that every start of the same data runs one compiled program."""
+    if init_Z is None:
+        init_Z = gibbs.random_start(n, k_max)
+    elif not np.all((np.asarray(init_Z) == 0) | (np.asarray(init_Z) == 1)):
+        raise ValueError("init_Z must hold 0 and 1 only (feature off or on).")
+    init_Z = np.asarray(init_Z, dtype)
+    if init_Z.shape[-1] > k_max:
+        raise ValueError(f"init_Z has {init_Z.shape[-1]} feature columns, more than k_max = {k_max}.")
+    init_Z = np.pad(init_Z, [(0, 0)] * (init_Z.ndim - 1) + [(0, k_max - init_Z.shape[-1])])
+    return init_Z.reshape(n, k_max) if n_runs == 1 else np.broadcast_to(init_Z, (n_runs, n, k_max))
+
+
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
                      covariates=None, separate_relations: bool = False, progress: bool = True) -> dict:
@@ -69,6 +83,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     and the regression terms c, beta, beta_p, beta_c, a, b (see :mod:`bayeskit.relational.lfrm.model`).
     ``covariates``: see :func:`check_covariates`; pass the same to ``predict_proba``.
     ``progress`` shows a bar over the sweeps (off under the ``CI`` environment variable).
+    ``init_Z`` (N, k) or (num_chains, N, k) of 0 and 1, k <= ``k_max``, starts the chains
+    there (e.g. :func:`irm_start`); by default the random start. Both run one compiled program.
 
     With ``separate_relations`` each relation gets its own model (the paper's "single"
     setting), all in one vectorised call: the draws are then (relation, chain, draw, ...)
@@ -82,8 +98,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if separate_relations:
         data, n_runs = per_relation(data, num_chains), num_chains * Y.shape[0]
         init_Z = None if init_Z is None else np.reshape(init_Z, (n_runs,) + np.shape(init_Z)[-2:])
-    if init_Z is not None and np.ndim(init_Z) == 3 and n_runs == 1:
-        init_Z = init_Z[0]
+    init_Z = _full_width(init_Z, n_runs, Y.shape[-1], hparams.k_max, data.Y.dtype)
     samples = run_chains(LFRMGibbs(hparams, separate_relations), key, data, num_warmup=num_warmup, num_samples=num_samples,
                          num_chains=n_runs, thinning=thinning, init_params=init_Z, progress=progress)
     if separate_relations:

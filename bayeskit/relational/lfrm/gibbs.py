@@ -25,6 +25,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import gammaln
 
 from bayeskit.core.mcmc import VectorisedKernel
@@ -236,18 +237,27 @@ def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     return alpha, sigma_w, W
 
 
+def random_start(n: int, k_max: int):
+    """The ``Z`` that asks :func:`init` for the random start (every entry below 0)."""
+    return -np.ones((n, k_max))
+
+
 def init(key, data: Data, hparams: Hyperparams, Z=None, alpha=1.0, sigma_w=1.0) -> State:
     """Start (paper's random initialisation as refined in the notes): W = 0, c_r at the
     relation's base rate on the link scale, and, unless ``Z`` is given, three quarters of
-    the ``k_max`` columns in use with each entry on with probability 0.2."""
+    the ``k_max`` columns in use with each entry on with probability 0.2. Entries of a
+    given ``Z`` below 0 are taken from that random start (:func:`random_start` marks them
+    all), so that given and random starts run one compiled program."""
     r, n, _ = data.Y.shape
     dtype = data.Y.dtype
     k_z, k_next = jax.random.split(key)
+    n_on = max(1, (3 * hparams.k_max) // 4)
+    drawn = jnp.zeros((n, hparams.k_max), dtype).at[:, :n_on].set(jax.random.bernoulli(k_z, 0.2, (n, n_on)).astype(dtype))
     if Z is None:
-        n_on = max(1, (3 * hparams.k_max) // 4)
-        Z = jnp.zeros((n, hparams.k_max), dtype).at[:, :n_on].set(jax.random.bernoulli(k_z, 0.2, (n, n_on)).astype(dtype))
+        Z = drawn
     else:
         Z = jnp.zeros((n, hparams.k_max), dtype).at[:, : Z.shape[1]].set(jnp.asarray(Z, dtype))
+        Z = jnp.where(Z < 0, drawn, Z)
     rate = jnp.clip(jnp.sum(data.Y, (1, 2)) / jnp.maximum(data.mask.sum((1, 2)), 1), 1e-3, 1 - 1e-3)
     c = jnp.log(rate / (1 - rate)) if hparams.link == "logistic" else jax.scipy.stats.norm.ppf(rate)
     reg = zero_regression(r, data.covariates, hparams, c)
@@ -310,4 +320,4 @@ class LFRMGibbs(VectorisedKernel):
         return step(state, data, self.hparams, self.num_warmup)
 
 
-__all__ = ["LFRMGibbs", "hmc_weights", "init", "predict_proba", "sample_hyperparameters", "step", "sweep_z"]
+__all__ = ["LFRMGibbs", "hmc_weights", "init", "predict_proba", "random_start", "sample_hyperparameters", "step", "sweep_z"]
