@@ -336,6 +336,23 @@ def test_elbo_trace_trends_up_and_is_finite(small_fit):
     assert sum(float(v) for v in terms.values()) == pytest.approx(float(trace[-1]), rel=1e-10)
 
 
+def test_new_hyperparameter_values_compile_no_new_predictive_or_bound(small_fit):
+    """The predictive and the ELBO's terms trace the continuous hyperparameters: another
+    eta_q gives another predictive and bound from the same programs."""
+    from test_contract import count_compilations
+
+    X, _, _, result = small_fit
+    outputs = []
+    for eta_q in (50.0, 80.0):
+        hp = sbmoe.Hyperparams(n_experts=6, gate_steps=10, eta_q=eta_q)
+        with count_compilations() as seen:
+            mix = sbmoe.predictive(jax.random.key(3), result.state, X[:5], hp, n_gate=4, n_draws=3)
+            bound = sbmoe.elbo_terms(result.state, hp.priors(2, 1, jnp.float64), hp)
+        outputs.append((np.asarray(mix.log_weights), float(bound["kl_gate"])))
+    assert seen["compiles"] == 0
+    assert not np.allclose(outputs[0][0], outputs[1][0]) and outputs[0][1] != outputs[1][1]
+
+
 def test_projection_gate_runs_and_counts_floors():
     X, Y = sbmoe_synthetic_1d(jax.random.key(12), 120)
     hp = sbmoe.Hyperparams(n_experts=5, gate="projection")

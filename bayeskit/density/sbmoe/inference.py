@@ -57,6 +57,7 @@ from bayeskit.density.sbmoe.model import (
 )
 
 DEFAULT_OPTIMIZER = optax.adam(0.05)
+BOUND_TERMS = ("experts", "gate_omega", "gate_normaliser", "entropy", "kl_gate", "kl_experts")
 
 
 class State(eqx.Module):
@@ -80,6 +81,8 @@ class State(eqx.Module):
         the sweep's E-step used (0 for sweeps not run): a gate that localises has few.
     iteration : sweeps done.
     key : randomness of the gate sub-steps; elbo_key : fixed draws for the ELBO trace.
+    bound : the terms of the surrogate ELBO (:func:`elbo_terms`) after the last sweep,
+        zeros before the first; the fit's trace is their sum.
     """
 
     data: Data
@@ -98,6 +101,7 @@ class State(eqx.Module):
     iteration: Int[Array, ""]
     key: PRNGKeyArray
     elbo_key: PRNGKeyArray
+    bound: dict[str, Array]
 
 
 def agglomerative_labels(Y: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -174,6 +178,7 @@ def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, op
         iteration=jnp.zeros((), jnp.int32),
         key=k_gate,
         elbo_key=k_elbo,
+        bound=dict.fromkeys(BOUND_TERMS, jnp.zeros((), dtype)),
     )
 
 
@@ -230,18 +235,25 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
         L_new, hit = _gate.projection_update(L, data.X, e.s_omega, priors)
         params = _gate.GateParams.from_factor(L_new)
         floored = floored + hit.astype(jnp.int32)
-    return eqx.tree_at(
+    state = eqx.tree_at(
         lambda t: (t.experts, t.gate, t.opt_state, t.s, t.a, t.b, t.caps, t.s_omega, t.entropy, t.negative_r, t.floored, t.neighbourhood,
                    t.iteration, t.key),
         state,
         (experts, params, opt_state, s, e.a, e.b, caps, e.s_omega, e.entropy, jnp.mean(r < 0).astype(r.dtype), floored, neighbourhood,
          state.iteration + 1, key),
     )
+    return eqx.tree_at(lambda t: t.bound, state, _elbo_terms(state, priors, hparams))
+
+
+def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
+    """The terms of the surrogate ELBO at the current factors (module docstring); the
+    continuous hyperparameters and priors are traced values."""
+    dtype = state.data.X.dtype
+    return _elbo_terms(state, _loop.as_arrays(priors, dtype), _loop.as_arrays(hparams, dtype))
 
 
 @eqx.filter_jit
-def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
-    """The terms of the surrogate ELBO at the current factors (module docstring)."""
+def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
     data = state.data
     A = expected_loglik(state.experts, data.Y)
     B = linearised_b(A, state.s, hparams.s_entropy)
@@ -257,7 +269,7 @@ def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, 
 
 
 def objective(state: State, priors: Priors, hparams: Hyperparams) -> Array:
-    """The surrogate ELBO (sum of :func:`elbo_terms`)."""
+    """The surrogate ELBO (sum of :func:`elbo_terms`), computed anew."""
     return sum(elbo_terms(state, priors, hparams).values())
 
 
@@ -409,7 +421,7 @@ def _fit(key, X, Y, hparams, labels, *, max_iter, tol, optimizer, progress, thro
     state = init(key, data, priors, hparams, optimizer, labels, max_iter)
     return _loop.run(
         lambda s: update(s, priors, hparams, optimizer),
-        lambda s: objective(s, priors, hparams),
+        lambda s: sum(s.bound.values()),
         state,
         max_iter=max_iter,
         tol=tol,

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core.chunks import map_blocks
+from bayeskit.core.loop import as_arrays
 from bayeskit.core.linalg import pairwise_sqdist
 from bayeskit.density.mixture import Mixture
 from bayeskit.density.sbmoe.gate import bartlett
@@ -73,7 +74,6 @@ def _log_gauss(Y: Array, mu: Array, chol: Array) -> Array:
     return (-0.5 * jnp.sum(white**2, axis=-1) - logdet[:, None] - 0.5 * Y.shape[1] * math.log(2 * math.pi)).T
 
 
-@eqx.filter_jit
 def predictive(
     key: PRNGKeyArray,
     state: State,
@@ -89,8 +89,15 @@ def predictive(
     ``n_gate`` draws of q(Lambda) (K_g) and ``n_draws`` joint draws of the experts (K_e),
     or with ``plug_in`` the mixture at the posterior means (the draws unused).
 
-    ``chunk_size`` bounds the test rows whose gate is computed at once.
+    ``chunk_size`` bounds the test rows whose gate is computed at once. The continuous
+    hyperparameters are traced values: another prior compiles nothing.
     """
+    hparams = as_arrays(hparams, state.data.X.dtype)
+    return _predictive(key, state, X, hparams, n_gate=n_gate, n_draws=n_draws, chunk_size=chunk_size, plug_in=plug_in)
+
+
+@eqx.filter_jit
+def _predictive(key, state, X, hparams, *, n_gate, n_draws, chunk_size, plug_in) -> Mixture:
     data = state.data
     dtype = data.X.dtype
     X = jnp.atleast_2d(jnp.asarray(X, dtype))
