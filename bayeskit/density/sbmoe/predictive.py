@@ -22,8 +22,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.loop import as_arrays
 from bayeskit.core.linalg import pairwise_sqdist
+from bayeskit.core.loop import as_arrays
 from bayeskit.density.mixture import Mixture
 from bayeskit.density.sbmoe.gate import bartlett
 from bayeskit.density.sbmoe.inference import State
