@@ -338,7 +338,8 @@ def test_elbo_trace_trends_up_and_is_finite(small_fit):
 
 def test_new_hyperparameter_values_compile_no_new_predictive_or_bound(small_fit):
     """The predictive and the ELBO's terms trace the continuous hyperparameters: another
-    eta_q gives another predictive and bound from the same programs."""
+    eta_q gives another predictive and bound from the same programs; the predictive is
+    shared by fits whose other settings differ."""
     from test_contract import count_compilations
 
     X, _, _, result = small_fit
@@ -351,6 +352,9 @@ def test_new_hyperparameter_values_compile_no_new_predictive_or_bound(small_fit)
         outputs.append((np.asarray(mix.log_weights), float(bound["kl_gate"])))
     assert seen["compiles"] == 0
     assert not np.allclose(outputs[0][0], outputs[1][0]) and outputs[0][1] != outputs[1][1]
+    with count_compilations() as seen:  # settings the predictive does not use
+        sbmoe.predictive(jax.random.key(3), result.state, X[:5], sbmoe.Hyperparams.paper(n_experts=6, eta_q=80.0), n_gate=4, n_draws=3)
+    assert seen["compiles"] == 0
 
 
 def test_projection_gate_runs_and_counts_floors():

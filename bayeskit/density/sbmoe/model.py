@@ -160,6 +160,11 @@ class Hyperparams(eqx.Module):
         paper = dict(lp_sense="max", nu0=None, expert_width=None, lambda0=None, eta_q=None)
         return cls(n_experts=n_experts, **{**paper, **kw})
 
+    def gate_dofs(self, dx: int) -> tuple:
+        """(eta0, eta_q) with their defaults filled in (numbers or arrays, as given)."""
+        eta0 = dx + 2.0 if self.eta0 is None else self.eta0
+        return eta0, eta0 if self.eta_q is None else self.eta_q
+
     def priors(self, dx: int, dy: int, dtype) -> Priors:
         """The priors as arrays of the data's dimensions, defaults filled in."""
         c = self.n_experts
@@ -173,7 +178,7 @@ class Hyperparams(eqx.Module):
             sigma0 = (nu0 - dy - 1) * f(self.expert_width) ** 2
         if sigma0.ndim == 0:
             sigma0 = sigma0 * jnp.eye(dy, dtype=dtype)
-        eta0 = f(dx + 2.0) if self.eta0 is None else f(self.eta0)
+        eta0, eta_q = map(f, self.gate_dofs(dx))
         if self.Lambda0 is None:
             lambda0 = f(1.0 / dx) if self.lambda0 is None else f(self.lambda0)
             lambda0_inv = jnp.eye(dx, dtype=dtype) * eta0 / lambda0
@@ -185,7 +190,7 @@ class Hyperparams(eqx.Module):
             nu0=nu0,
             sigma0=sigma0,
             eta0=eta0,
-            eta_q=eta0 if self.eta_q is None else f(self.eta_q),
+            eta_q=eta_q,
             lambda0_inv=0.5 * (lambda0_inv + lambda0_inv.T),
             eps=f(self.eps),
             damping=f(self.damping),

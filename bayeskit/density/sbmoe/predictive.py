@@ -89,21 +89,21 @@ def predictive(
     ``n_gate`` draws of q(Lambda) (K_g) and ``n_draws`` joint draws of the experts (K_e),
     or with ``plug_in`` the mixture at the posterior means (the draws unused).
 
-    ``chunk_size`` bounds the test rows whose gate is computed at once. The continuous
-    hyperparameters are traced values: another prior compiles nothing.
+    ``chunk_size`` bounds the test rows whose gate is computed at once. Of the
+    hyperparameters only q(Lambda)'s degrees of freedom enter, as a traced value: fits
+    with other settings share one compiled predictive.
     """
-    hparams = as_arrays(hparams, state.data.X.dtype)
-    return _predictive(key, state, X, hparams, n_gate=n_gate, n_draws=n_draws, chunk_size=chunk_size, plug_in=plug_in)
+    eta_q = as_arrays(hparams.gate_dofs(state.data.X.shape[1])[1], state.data.X.dtype)
+    return _predictive(key, state, X, eta_q, n_gate=n_gate, n_draws=n_draws, chunk_size=chunk_size, plug_in=plug_in)
 
 
 @eqx.filter_jit
-def _predictive(key, state, X, hparams, *, n_gate, n_draws, chunk_size, plug_in) -> Mixture:
+def _predictive(key, state, X, eta_q, *, n_gate, n_draws, chunk_size, plug_in) -> Mixture:
     data = state.data
     dtype = data.X.dtype
     X = jnp.atleast_2d(jnp.asarray(X, dtype))
     Xs = (X - data.x_shift) / data.x_scale
     dx = data.X.shape[1]
-    eta_q = hparams.priors(dx, data.Y.shape[1], dtype).eta_q
     k_gate, k_exp = jax.random.split(key)
     if plug_in:
         n_draws = 1
