@@ -29,12 +29,14 @@ from bayeskit.robust import mcd, robpca
 
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _COMPILE = "/jax/core/compile/backend_compile_duration"
-_counts = {"on": False, _TRACE: 0, _COMPILE: 0}
+_counts = {"on": False, _TRACE: 0, _COMPILE: 0, "names": []}
 
 
 def _listen(event, duration, **kwargs):
     if _counts["on"] and event in (_TRACE, _COMPILE):
         _counts[event] += 1
+        if event == _COMPILE:
+            _counts["names"].append(kwargs.get("fun_name", ""))
 
 
 monitoring.register_event_duration_secs_listener(_listen)
@@ -42,14 +44,15 @@ monitoring.register_event_duration_secs_listener(_listen)
 
 @contextlib.contextmanager
 def count_compilations():
-    """Counts the traces and XLA compilations inside the block: ``{"traces", "compiles"}``."""
+    """Counts the traces and XLA compilations inside the block: ``{"traces", "compiles",
+    "compiled"}``, the last the names of the compiled programs."""
     seen = {}
-    _counts.update({"on": True, _TRACE: 0, _COMPILE: 0})
+    _counts.update({"on": True, _TRACE: 0, _COMPILE: 0, "names": []})
     try:
         yield seen
     finally:
         _counts["on"] = False
-        seen.update(traces=_counts[_TRACE], compiles=_counts[_COMPILE])
+        seen.update(traces=_counts[_TRACE], compiles=_counts[_COMPILE], compiled=list(_counts["names"]))
 
 
 def multilabel(rng):
@@ -131,8 +134,8 @@ def test_second_fit_compiles_nothing_bad_input_compiles_nothing_and_the_model_ow
         args = data(rng)
         with count_compilations() as second:
             est = make(1).fit(*args)
-    assert bad == {"traces": 0, "compiles": 0}
-    assert second == {"traces": 0, "compiles": 0}
+    assert bad == {"traces": 0, "compiles": 0, "compiled": []}
+    assert second == {"traces": 0, "compiles": 0, "compiled": []}
     # and the fitted model owns its arrays: overwriting the caller's changes nothing it holds
     before = copy.deepcopy(est)
     for a in args:
@@ -238,4 +241,4 @@ def test_bad_hyperparameters_are_refused_by_name_before_anything_compiles(case):
     _, name, call = case
     with count_compilations() as seen, pytest.raises(ValueError, match=name):
         call()
-    assert seen == {"traces": 0, "compiles": 0}
+    assert seen == {"traces": 0, "compiles": 0, "compiled": []}

@@ -245,7 +245,7 @@ def test_bad_input_is_refused_by_name_before_compiling(name):
         spoiled[position] = _spoil(args[position], kind)
         with count_compilations() as seen, pytest.raises((ValueError, TypeError)) as caught:
             _quiet(lambda: make(0).fit(*spoiled))
-        assert seen == {"traces": 0, "compiles": 0}
+        assert seen == {"traces": 0, "compiles": 0, "compiled": []}
         named = _argument(name, position)  # as a word, in either case (scikit-learn writes "Input y contains NaN")
         assert re.search(rf"\b{named}\b", str(caught.value), re.IGNORECASE), f"{kind} in {named}: {str(caught.value)[:200]}"
 

@@ -357,6 +357,21 @@ def test_new_hyperparameter_values_compile_no_new_predictive_or_bound(small_fit)
     assert seen["compiles"] == 0
 
 
+def test_settings_that_differ_in_values_or_defaults_share_one_compiled_fit():
+    """The paper's defaults (eta_q, nu0, lambda0 left None) and the library's values of the
+    same static settings run one compiled sweep; only the small program that resolves the
+    priors is new, and the fits differ as their priors do."""
+    from test_contract import count_compilations
+
+    X, Y = sbmoe_synthetic_1d(jax.random.key(4), 60)
+    fit = lambda hp: sbmoe.fit(jax.random.key(5), X, Y, hp, max_iter=2)
+    library = fit(sbmoe.Hyperparams(n_experts=3, gate_steps=2))
+    with count_compilations() as seen:
+        paper = fit(sbmoe.Hyperparams.paper(n_experts=3, gate_steps=2, lp_sense="softmax"))
+    assert not any("_fit" in name for name in seen["compiled"]), seen["compiled"]
+    assert float(paper.trace[-1]) != float(library.trace[-1])
+
+
 def test_projection_gate_runs_and_counts_floors():
     X, Y = sbmoe_synthetic_1d(jax.random.key(12), 120)
     hp = sbmoe.Hyperparams(n_experts=5, gate="projection")

@@ -409,15 +409,27 @@ def fit(
     if init_labels is not None:
         init_labels = jnp.asarray(init_labels, jnp.int32)
     X = jnp.asarray(X)
-    hp = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), hparams)
-    return _fit(key, X, jnp.asarray(Y, X.dtype), hp, init_labels, max_iter=max_iter, tol=_loop.tolerance(tol, X.dtype),
-                optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
+    priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
+    return _fit(key, X, jnp.asarray(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
+                tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
+
+
+def settings(hparams: Hyperparams) -> Hyperparams:
+    """``hparams`` with its static settings only (every continuous field None): what the
+    compiled sweep depends on besides the shapes, once the priors are resolved. Two
+    hyperparameter sets that differ only in values, or in which values are left to their
+    defaults, give the same settings and share one compiled fit."""
+    return jax.tree.map(lambda _: None, hparams)
 
 
 @eqx.filter_jit
-def _fit(key, X, Y, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
+def _priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
+    return hparams.priors(dx, dy, dtype)
+
+
+@eqx.filter_jit
+def _fit(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
     data = prepare(X, Y)
-    priors = hparams.priors(X.shape[1], Y.shape[1], X.dtype)
     state = init(key, data, priors, hparams, optimizer, labels, max_iter)
     return _loop.run(
         lambda s: update(s, priors, hparams, optimizer),
