@@ -75,13 +75,14 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     X, Y = sbmoe_synthetic_1d(k_train, cfg["n"])
     X_test, _ = sbmoe_synthetic_1d(k_test, cfg["n_test"])
     truth = np.asarray(sbmoe_conditional_1d(k_truth, X_test, cfg["m"]))
-    mixtures, info = {}, {}
+    mixtures, info, optimizers = {}, {}, {}
     for label, overrides, lr in _settings_list(quick):
         hp = sbmoe.Hyperparams.paper(n_experts=cfg["experts"], gate_steps=cfg["gate_steps"], **overrides)
         if not quick:
             jax.clear_caches()  # every fit timed as a fresh one, compilation included (a quick run shares programs)
         t = time.perf_counter()
-        result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], optimizer=optax.adam(lr), progress=True)
+        result = sbmoe.fit(k_fit, X, Y, hp, max_iter=cfg["sweeps"], progress=True,
+                           optimizer=optimizers.setdefault(lr, optax.adam(lr)))  # one object per rate: fits share programs
         jax.block_until_ready(result.trace)
         mean_precision = sbmoe.mean_precision(result.state, hp)
         info[label] = {"overrides": overrides, "learning_rate": lr, "seconds": time.perf_counter() - t,
