@@ -72,15 +72,14 @@ def _gibbs_chains(keys, X, y, *, num_warmup: int, num_samples: int, keep_draws: 
     def chain(key, X, y):
         data = bayesian_lasso.as_data(X, y)
         state = bayesian_lasso.init(key, data, hp)
-        state = jax.lax.fori_loop(0, num_warmup, lambda _, s: bayesian_lasso.gibbs_step(s, data, hp), state)
 
-        def draw(carry, _):
+        def sweep(carry, i):  # warm-up and sampling in one loop: one traced copy of the step
             s, total = carry
             s = bayesian_lasso.gibbs_step(s, data, hp)
-            return (s, total + s.beta), (s.beta if keep_draws else None)
+            return (s, total + jnp.where(i >= num_warmup, s.beta, 0.0)), (s.beta if keep_draws else None)
 
-        (_, total), draws = jax.lax.scan(draw, (state, jnp.zeros_like(state.beta)), None, length=num_samples)
-        return total / num_samples, draws
+        (_, total), draws = jax.lax.scan(sweep, (state, jnp.zeros_like(state.beta)), jnp.arange(num_warmup + num_samples))
+        return total / num_samples, (draws[num_warmup:] if keep_draws else None)
 
     return jax.vmap(chain)(keys, X, y)
 

@@ -110,15 +110,19 @@ def gibbs_step(state: State, data: Data, hparams: Hyperparams) -> State:
     """One scan of the four conditionals (module docstring)."""
     n, p = data.X.shape
     key, k_beta, k_sigma, k_tau, k_lambda = jax.random.split(state.key, 5)
+    r, delta = (jnp.asarray(v, data.X.dtype) for v in hparams.lambda_prior)  # the data's dtype, float32 too
+    # the Gamma variates of sigma^2 and lambda^2 have fixed shapes: one sampler vmapped over
+    # their two keys draws both (the same draws as two calls)
+    shapes = jnp.stack([jnp.asarray(0.5 * (n - 1 + p), data.X.dtype), p + r])
+    g_sigma, g_lambda = jax.vmap(lambda k, a: jax.random.gamma(k, a, dtype=data.X.dtype))(jnp.stack([k_sigma, k_lambda]), shapes)
     beta = draw_beta(k_beta, data, state.inv_tau2, state.sigma2)
     resid = data.y - data.X @ beta
     rate = 0.5 * (resid @ resid + beta @ (state.inv_tau2 * beta))
-    sigma2 = rate / jax.random.gamma(k_sigma, 0.5 * (n - 1 + p), dtype=data.X.dtype)
+    sigma2 = rate / g_sigma
     tiny = jnp.finfo(data.X.dtype).tiny
     ig_mean = jnp.sqrt(state.lambda2 * sigma2 / jnp.maximum(beta**2, tiny))
     inv_tau2 = jnp.maximum(inverse_gaussian(k_tau, ig_mean, state.lambda2), tiny)
-    r, delta = (jnp.asarray(v, data.X.dtype) for v in hparams.lambda_prior)  # the data's dtype, float32 too
-    lambda2 = jax.random.gamma(k_lambda, p + r, dtype=data.X.dtype) / (0.5 * jnp.sum(1.0 / inv_tau2) + delta)
+    lambda2 = g_lambda / (0.5 * jnp.sum(1.0 / inv_tau2) + delta)
     return State(beta, sigma2, inv_tau2, lambda2, key)
 
 
