@@ -138,37 +138,17 @@ def _layout(draws, num_chains):
     return jax.tree.map(lambda a: a[None], draws)
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"))
-def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains, thinning):
-    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
-    state = _start(kernel, key, model_args, init_params, num_warmup, num_chains)
-    transition = lambda i, state: kernel.sample(state, model_args, {})  # noqa: E731
-    state = jax.lax.fori_loop(0, num_warmup, transition, state)
-
-    def draw(state, j):
-        start = num_warmup + j * thinning
-        state = jax.lax.fori_loop(start, start + thinning, transition, state)
-        return state, getattr(state, kernel.sample_field)
-
-    _, draws = jax.lax.scan(draw, state, jnp.arange(num_samples // thinning))
-    return _layout(draws, num_chains)
-
-
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_kept", "num_chains"))
-def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_kept, num_chains):
-    """The chains' starting state and an empty buffer for ``num_kept`` draws."""
+def _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept, num_chains):
+    """The kernel, the chains' starting state and an empty buffer for ``num_kept`` draws."""
     kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
     state = _start(kernel, key, model_args, init_params, num_warmup, num_chains)
     buffer = jax.tree.map(lambda a: jnp.zeros((num_kept,) + a.shape, a.dtype), getattr(state, kernel.sample_field))
-    return state, buffer
+    return kernel, state, buffer
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2))
-def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, data_per_chain, num_warmup, num_chains, thinning):
-    """Transitions ``start .. stop - 1`` (traced, so every segment is one program), each
-    ``thinning``-th after the warm-up written into its slot of ``buffer``."""
-    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
-
+def _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thinning):
+    """Transitions ``start .. stop - 1`` in one loop (one traced copy of the kernel's step),
+    each ``thinning``-th after the warm-up written into its slot of ``buffer``."""
     def transition(i, carry):
         state, buffer = carry
         state = kernel.sample(state, model_args, {})
@@ -180,6 +160,28 @@ def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, da
         return state, buffer
 
     return jax.lax.fori_loop(start, stop, transition, (state, buffer))
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"))
+def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains, thinning):
+    num_kept = num_samples // thinning
+    kernel, state, buffer = _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept,
+                                      num_chains)
+    _, buffer = _transitions(kernel, state, buffer, model_args, 0, num_warmup + num_kept * thinning, num_warmup, thinning)
+    return _layout(buffer, num_chains)
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_kept", "num_chains"))
+def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_kept, num_chains):
+    """The chains' starting state and an empty buffer for ``num_kept`` draws."""
+    return _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept, num_chains)[1:]
+
+
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2))
+def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, data_per_chain, num_warmup, num_chains, thinning):
+    """Transitions ``start .. stop - 1`` (traced, so every segment is one program)."""
+    kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
+    return _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thinning)
 
 
 def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
