@@ -131,8 +131,9 @@ def _start(kernel, key, model_args, init_params, num_warmup, num_chains):
     return kernel.init(keys, num_warmup, init_params, model_args, {})
 
 
+@partial(jax.jit, static_argnames="num_chains")
 def _layout(draws, num_chains):
-    """(draw, [chain], ...) as (chain, draw, ...)."""
+    """(draw, [chain], ...) as (chain, draw, ...), one program (not an eager op per leaf)."""
     if num_chains > 1:
         return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), draws)
     return jax.tree.map(lambda a: a[None], draws)

@@ -77,9 +77,22 @@ def _best_restart(result, n_restarts: int, name: str, *, warn_max_iter: bool = T
     bound among those that did not fail, passed through :func:`finish` (a
     ``RuntimeError`` when all failed)."""
     if n_restarts > 1:
-        score = jnp.where(is_failure(result.status), -jnp.inf, result.objective)
-        result = jax.tree.map(lambda a: a[int(jnp.argmax(score))], result)
+        result = _best_of(result)
     return finish(result, name, warn_max_iter=warn_max_iter)
+
+
+def final_objective(result) -> float:
+    """``result.objective`` (the last finite value of the trace) read on the host."""
+    trace = np.asarray(result.trace)
+    finite = trace[np.isfinite(trace)]
+    return float(finite[-1]) if finite.size else float("nan")
+
+
+@jax.jit
+def _best_of(results):
+    """Of a batch of fits, the one with the highest final bound among those that did not fail."""
+    score = jnp.where(is_failure(results.status), -jnp.inf, results.objective)
+    return jax.tree.map(lambda a: a[jnp.argmax(score)], results)
 
 
 R_HAT_MAX = 1.05  # split R-hat above this: the chains disagree (Vehtari et al. 2021 advise 1.01; 1.05 is the older rule)

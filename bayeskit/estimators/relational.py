@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.mcmc import diagnostics
-from bayeskit.estimators._common import _best_restart, _key, warn_unmixed
+from bayeskit.estimators._common import _best_restart, _key, final_objective, warn_unmixed
 from bayeskit.relational import data as relational_data
 from bayeskit.relational import irm, lfrm, mmsb
 
@@ -98,7 +98,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         self.samples_ = lfrm.sample_posterior(k_mcmc, Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
                                               num_samples=self.num_samples, num_chains=self.num_chains, init_Z=start,
                                               covariates=self.covariates_, progress=self.progress)
-        self.n_features_ = float(np.mean(self.samples_["n_features"]))
+        self.n_features_ = float(np.mean(np.asarray(self.samples_["n_features"])))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_features"))
         warn_unmixed(self.diagnostics_, type(self).__name__)
         return self
@@ -142,7 +142,7 @@ class IRMLinkPredictor(_LinkPredictor):
         self.hyperparams_ = irm.Hyperparams(c_max=self.n_clusters_max, symmetric=self.symmetric, gamma=self.gamma, beta=self.beta)
         self.samples_ = irm.sample_posterior(_key(self.random_state), Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
                                              num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
-        self.n_clusters_ = float(np.mean(self.samples_["n_clusters"]))
+        self.n_clusters_ = float(np.mean(np.asarray(self.samples_["n_clusters"])))
         self.diagnostics_ = diagnostics(self.samples_, ("log_joint", "n_clusters"))
         warn_unmixed(self.diagnostics_, type(self).__name__)
         return self
@@ -198,8 +198,9 @@ class MMSBLinkPredictor(_LinkPredictor):
         fit = lambda k: mmsb.fit(k, Y, mask, hp, max_iter=self.max_iter, tol=self.tol, throw=False)
         result = _best_restart(jax.vmap(fit)(keys) if self.n_init > 1 else fit(keys[0]), self.n_init, "MMSB")
         self.hyperparams_, self.state_ = hp, result.state
-        self.memberships_ = np.asarray(result.state.gamma / result.state.gamma.sum(-1, keepdims=True))
-        self.elbo_, self.n_iter_ = float(result.objective), int(result.n_iter)
+        gamma = np.asarray(result.state.gamma)
+        self.memberships_ = gamma / gamma.sum(-1, keepdims=True)
+        self.elbo_, self.n_iter_ = final_objective(result), int(result.n_iter)
         return self
 
     def _predict(self):

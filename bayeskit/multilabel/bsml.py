@@ -491,6 +491,7 @@ def component_relevance(state: State) -> Array:
     return jnp.sum(state.q_mean**2 + state.q_var, axis=0)
 
 
+@jax.jit
 def active_components(state: State, threshold: float = 1e-3) -> Array:
     """Boolean mask of the dimensions that survive: relevance above ``threshold`` times
     the largest relevance."""

@@ -5,6 +5,8 @@ senders and receivers. ``check_relations`` and ``check_covariates`` validate on 
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -28,7 +30,7 @@ def no_covariates(n: int, dtype=None) -> Covariates:
     """Empty covariates for n objects, in ``dtype`` (default: JAX's default float, so no
     float64 is requested when float64 is off)."""
     dtype = dtype or jnp.result_type(float)
-    return Covariates(jnp.zeros((0, n, n), dtype), jnp.zeros((n, 0), dtype), jnp.zeros((n, 0), dtype))
+    return Covariates(np.zeros((0, n, n), dtype), np.zeros((n, 0), dtype), np.zeros((n, 0), dtype))  # host: no device op
 
 
 class Data(eqx.Module):
@@ -40,9 +42,10 @@ class Data(eqx.Module):
     covariates: Covariates
 
 
+@partial(jax.jit, static_argnames="symmetric")
 def as_data(Y: Int8[Array, "r n n"], mask: Bool[Array, "r n n"], symmetric: bool, covariates: Covariates | None = None) -> Data:
     """Data from Y (values outside the mask ignored), the mask of training cells and the
-    covariates (default none)."""
+    covariates (default none); one compiled program."""
     mask = jnp.asarray(mask, bool)
     n = mask.shape[-1]
     if symmetric:

@@ -234,7 +234,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
                          num_chains=num_chains * (Y.shape[0] if separate_relations else 1), thinning=thinning, progress=progress)
     if separate_relations:
         samples = by_relation(samples, Y.shape[0])
-    if int(np.max(samples["n_clusters"])) >= hparams.c_max:
+    if int(np.max(np.asarray(samples["n_clusters"]))) >= hparams.c_max:
         warnings.warn(f"a chain used all c_max = {hparams.c_max} clusters; raise c_max.", RuntimeWarning, stacklevel=2)
     return samples
 

@@ -69,6 +69,7 @@ class State(eqx.Module):
         return {"beta": self.beta, "sigma2": self.sigma2, "tau2": 1.0 / self.inv_tau2, "lambda2": self.lambda2}
 
 
+@jax.jit
 def as_data(X, y) -> Data:
     X = jnp.asarray(X)
     y = jnp.asarray(y, X.dtype)

@@ -192,10 +192,15 @@ def linearisation_points(A: Array, caps: Array, first: Array, sense: str) -> Arr
 
 
 def mean_precision(state: State, hparams: Hyperparams) -> Float[Array, "dx dx"]:
-    """``E[Lambda] = eta_q L L'`` of the fitted gate, in standardised input units."""
-    dx, dy = state.data.X.shape[1], state.data.Y.shape[1]
-    L = state.gate.L
-    return hparams.priors(dx, dy, L.dtype).eta_q * L @ L.T
+    """``E[Lambda] = eta_q L L'`` of the fitted gate, in standardised input units (one
+    compiled program, eta_q a traced value)."""
+    eta_q = hparams.gate_dofs(state.data.X.shape[1])[1]
+    return _scaled_gram(state.gate, _loop.as_arrays(eta_q, state.data.X.dtype))
+
+
+@jax.jit
+def _scaled_gram(gate: _gate.GateParams, scale: Array) -> Array:
+    return scale * gate.L @ gate.L.T
 
 
 def effective_neighbours(G: Float[Array, "n n"]) -> Float[Array, " n"]:

@@ -103,7 +103,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
                          num_chains=n_runs, thinning=thinning, init_params=init_Z, progress=progress)
     if separate_relations:
         samples = by_relation(samples, Y.shape[0])
-    if bool(np.any(samples["saturated"])):
+    if bool(np.any(np.asarray(samples["saturated"]))):
         warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
                       "there; raise k_max.", RuntimeWarning, stacklevel=2)
     return samples
