@@ -372,6 +372,17 @@ def test_settings_that_differ_in_values_or_defaults_share_one_compiled_fit():
     assert float(paper.trace[-1]) != float(library.trace[-1])
 
 
+def test_batched_bartlett_variates_are_each_keys_own():
+    """One sampler for a batch of keys draws what each key's own Bartlett factors use, also
+    when more rows are drawn than one key needs (the gate's and the bound's draws share it)."""
+    keys = jax.random.split(jax.random.key(9), 3)
+    log_gamma = sbmoe.gate.log_gammas(keys, 3, 4.5, 5, jnp.float64)
+    for b, m in ((0, 5), (1, 2), (2, 4)):
+        own = sbmoe.bartlett(keys[b], 3, 4.5, m, jnp.float64)
+        np.testing.assert_array_equal(sbmoe.bartlett(keys[b], 3, 4.5, m, jnp.float64, log_gamma[b, :m]), own)
+    assert not np.allclose(log_gamma[0], log_gamma[1])
+
+
 def test_projection_gate_runs_and_counts_floors():
     X, Y = sbmoe_synthetic_1d(jax.random.key(12), 120)
     hp = sbmoe.Hyperparams(n_experts=5, gate="projection")

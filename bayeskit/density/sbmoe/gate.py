@@ -45,15 +45,25 @@ class GateParams(eqx.Module):
         return GateParams(lower=jnp.tril(L, -1), log_diag=jnp.log(jnp.diagonal(L)))
 
 
-def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float[Array, "n dim dim"]:
+def log_gammas(keys: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float[Array, "b n dim"]:
+    """The log-Gamma variates behind :func:`bartlett`'s diagonals for a batch of keys, by one
+    sampler (vmapped over the keys): row b is what ``bartlett(keys[b], dim, dof, m)``
+    draws, or its first m rows for m < n (JAX's partitionable Threefry: the variates of
+    a key do not depend on how many are drawn)."""
+    shape = jnp.asarray(dof, dtype) - jnp.arange(dim, dtype=dtype)
+    k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
+    return jax.vmap(lambda k: jax.random.loggamma(k, shape / 2, (n, dim), dtype))(k_diag)
+
+
+def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype, log_gamma: Array | None = None) -> Float[Array, "n dim dim"]:
     """``n`` Bartlett factors: lower triangular with ``A_ii^2 ~ chi^2(dof + 1 - i)`` and
     standard normal entries below the diagonal, so ``L A A' L' ~ W(L L', dof)``.
-    The chi-square draws go through a log-gamma sampler (no underflow at small dof)."""
-    k_diag, k_low = jax.random.split(key)
-    shape = jnp.asarray(dof, dtype) - jnp.arange(dim, dtype=dtype)
-    log_gamma = jax.random.loggamma(k_diag, shape / 2, (n, dim), dtype)
+    The chi-square draws go through a log-gamma sampler (no underflow at small dof);
+    ``log_gamma`` (n, dim) passes them in, drawn by :func:`log_gammas` with others."""
+    if log_gamma is None:
+        log_gamma = log_gammas(key[None], dim, dof, n, dtype)[0]
     diag = jnp.exp(0.5 * (jnp.log(jnp.asarray(2.0, dtype)) + log_gamma))
-    low = jnp.tril(jax.random.normal(k_low, (n, dim, dim), dtype), -1)
+    low = jnp.tril(jax.random.normal(jax.random.split(key)[1], (n, dim, dim), dtype), -1)
     return low + jax.vmap(jnp.diag)(diag)
 
 
@@ -85,20 +95,23 @@ def gate_log_normaliser(X: Array, M: Array, chunk: int | None) -> Array:
     return jnp.sum(jax.lax.map(lambda args: block(*args), (Z_pad, rows)))
 
 
-def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, dof: Array, n_samples: int, chunk: int | None = None) -> Array:
+def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, dof: Array, n_samples: int, chunk: int | None = None,
+                            log_gamma: Array | None = None) -> Array:
     """Monte Carlo estimate of ``sum_n E_q LSE_{m != n}(-1/2 d_Lambda(x_n, x_m))`` under
-    ``q(Lambda) = W(L L', dof)``."""
-    A = bartlett(key, L.shape[0], dof, n_samples, L.dtype)
+    ``q(Lambda) = W(L L', dof)`` (``log_gamma``: see :func:`bartlett`)."""
+    A = bartlett(key, L.shape[0], dof, n_samples, L.dtype, log_gamma)
     return jnp.mean(jax.vmap(lambda a: gate_log_normaliser(X, L @ a, chunk))(A))
 
 
-def gate_loss(params: GateParams, key: PRNGKeyArray, X: Array, s_omega: Array, priors: Priors, n_samples: int, chunk: int | None) -> Array:
-    """``F(L) / N`` of Proposition 4 (one Monte Carlo estimate)."""
+def gate_loss(params: GateParams, key: PRNGKeyArray, X: Array, s_omega: Array, priors: Priors, n_samples: int, chunk: int | None,
+              log_gamma: Array | None = None) -> Array:
+    """``F(L) / N`` of Proposition 4 (one Monte Carlo estimate; ``log_gamma``: see
+    :func:`bartlett`)."""
     L = params.L
     total = priors.lambda0_inv + s_omega
     F = (
         -priors.eta0 * jnp.sum(params.log_diag)
-        + expected_log_normaliser(key, X, L, priors.eta_q, n_samples, chunk)
+        + expected_log_normaliser(key, X, L, priors.eta_q, n_samples, chunk, log_gamma)
         + 0.5 * priors.eta_q * jnp.sum(L * (total @ L))
     )
     return F / X.shape[0]
@@ -116,17 +129,23 @@ def stochastic_update(
     steps: int,
     n_samples: int,
     chunk: int | None,
+    log_gamma: Array | None = None,
 ):
-    """``steps`` optimiser sub-steps on F (Proposition 4), warm-started at ``params``."""
+    """``steps`` optimiser sub-steps on F (Proposition 4), warm-started at ``params``; the
+    sub-step keys are ``split(key, steps)``, and ``log_gamma`` (steps, n_samples, dx)
+    their Bartlett variates if drawn already (:func:`log_gammas`)."""
     grad = jax.grad(gate_loss)
+    keys = jax.random.split(key, steps)
+    if log_gamma is None:
+        log_gamma = log_gammas(keys, X.shape[1], priors.eta_q, n_samples, X.dtype)
 
-    def step(carry, k):
-        p, o = carry
-        g = grad(p, k, X, s_omega, priors, n_samples, chunk)
+    def step(carry, draws):
+        (p, o), (k, lg) = carry, draws
+        g = grad(p, k, X, s_omega, priors, n_samples, chunk, lg)
         updates, o = optimizer.update(g, o, p)
         return (optax.apply_updates(p, updates), o), None
 
-    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), jax.random.split(key, steps))
+    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), (keys, log_gamma))
     return params, opt_state
 
 

@@ -229,12 +229,19 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     key, k_gate = jax.random.split(state.key)
     floored = state.floored
     opt_state = state.opt_state
+    bound_draws = None
     if hparams.gate == "stochastic":
         if hparams.reset_optimizer:
             opt_state = optimizer.init(state.gate)
+        # the Bartlett variates of the gate's sub-steps and of the bound by one sampler
+        n_draws = max(hparams.gate_samples, hparams.elbo_samples)
+        keys = jnp.concatenate([jax.random.split(k_gate, hparams.gate_steps), state.elbo_key[None]])
+        log_gamma = _gate.log_gammas(keys, data.X.shape[1], priors.eta_q, n_draws, data.X.dtype)
+        bound_draws = log_gamma[-1, : hparams.elbo_samples]
         params, opt_state = _gate.stochastic_update(
             k_gate, state.gate, opt_state, data.X, e.s_omega, priors, optimizer,
             steps=hparams.gate_steps, n_samples=hparams.gate_samples, chunk=hparams.gate_chunk,
+            log_gamma=log_gamma[:-1, : hparams.gate_samples],
         )
     else:
         L_new, hit = _gate.projection_update(L, data.X, e.s_omega, priors)
@@ -247,7 +254,7 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
         (experts, params, opt_state, s, e.a, e.b, caps, e.s_omega, e.entropy, jnp.mean(r < 0).astype(r.dtype), floored, neighbourhood,
          state.iteration + 1, key),
     )
-    return eqx.tree_at(lambda t: t.bound, state, _elbo_terms(state, priors, hparams))
+    return eqx.tree_at(lambda t: t.bound, state, _elbo_terms(state, priors, hparams, bound_draws))
 
 
 def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
@@ -258,7 +265,7 @@ def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, 
 
 
 @eqx.filter_jit
-def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, Array]:
+def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams, log_gamma: Array | None = None) -> dict[str, Array]:
     data = state.data
     A = expected_loglik(state.experts, data.Y)
     B = linearised_b(A, state.s, hparams.s_entropy)
@@ -266,7 +273,8 @@ def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str,
     return {
         "experts": jnp.sum(state.a * A) + jnp.sum(state.b * B),
         "gate_omega": -0.5 * priors.eta_q * jnp.sum(L * (state.s_omega @ L)),
-        "gate_normaliser": -_gate.expected_log_normaliser(state.elbo_key, data.X, L, priors.eta_q, hparams.elbo_samples, hparams.gate_chunk),
+        "gate_normaliser": -_gate.expected_log_normaliser(state.elbo_key, data.X, L, priors.eta_q, hparams.elbo_samples, hparams.gate_chunk,
+                                                          log_gamma),
         "entropy": state.entropy,
         "kl_gate": -kl_gate(L, priors),
         "kl_experts": -kl_experts(state.experts, priors),
