@@ -157,7 +157,7 @@ def _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thi
         keep = (after > 0) & (after % thinning == 0)
         slot = jnp.maximum(after // thinning - 1, 0)
         record = getattr(state, kernel.sample_field)
-        buffer = jax.tree.map(lambda b, r: b.at[slot].set(jnp.where(keep, r, b[slot])), buffer, record)
+        buffer = jax.tree.map(lambda b, r: b if b.shape[0] == 0 else b.at[slot].set(jnp.where(keep, r, b[slot])), buffer, record)
         return state, buffer
 
     return jax.lax.fori_loop(start, stop, transition, (state, buffer))
@@ -180,7 +180,8 @@ def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_p
 
 @partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2))
 def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, data_per_chain, num_warmup, num_chains, thinning):
-    """Transitions ``start .. stop - 1`` (traced, so every segment is one program)."""
+    """Transitions ``start .. stop - 1`` written into ``buffer`` as :func:`_transitions`
+    does (``start`` and ``stop`` traced, so every segment is one program)."""
     kernel = _kernel(hparams, kernel_type, data_per_chain, num_warmup, num_chains)
     return _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thinning)
 

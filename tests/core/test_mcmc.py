@@ -72,3 +72,26 @@ def test_a_sampler_with_its_progress_bar_compiles_once_and_draws_the_bar(monkeyp
     again = run(jax.random.key(2), True)
     assert mcmc._segment._cache_size() == size  # a new bar, not a new program
     assert again["n_features"].shape == (2, 3)
+
+
+def test_the_kept_draws_are_every_thinning_th_transition_after_the_warm_up():
+    """run_chains against the kernel stepped by hand: warm-up 3, then 7 transitions thinned
+    by 2 keep transitions 5, 7 and 9 (1-based); a run that keeps nothing returns no draws."""
+    import jax
+
+    from bayeskit.core.mcmc import run_chains
+    from bayeskit.sparse import bayesian_lasso as bl
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 4))
+    data = bl.as_data(X, X @ np.array([1.0, 0.0, -2.0, 0.5]) + rng.normal(size=30))
+    kernel = bl.BayesianLassoGibbs(bl.Hyperparams())
+    draws = run_chains(kernel, jax.random.key(6), data, num_warmup=3, num_samples=7, thinning=2)["beta"][0]
+    state = bl.init(jax.random.key(6), data, bl.Hyperparams())
+    by_hand = []
+    for _ in range(9):  # transitions 1..9
+        state = bl.gibbs_step(state, data, bl.Hyperparams())
+        by_hand.append(np.asarray(state.beta))
+    np.testing.assert_allclose(draws, np.stack([by_hand[4], by_hand[6], by_hand[8]]), rtol=1e-12)
+    empty = run_chains(kernel, jax.random.key(6), data, num_warmup=2, num_samples=1, thinning=2)
+    assert empty["beta"].shape == (1, 0, 4)

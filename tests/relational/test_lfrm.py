@@ -193,7 +193,8 @@ def test_bad_input(Y, mask, hp, match):
         lfrm.sample_posterior(jax.random.key(0), Y, mask, hp, num_warmup=1, num_samples=1)
 
 
-@pytest.mark.parametrize("init_Z,match", [(np.full((4, 2), 0.5), "0 and 1"), (np.ones((4, 4)), "more than k_max")])
+@pytest.mark.parametrize("init_Z,match", [(np.full((4, 2), 0.5), "0 and 1"), (np.ones((4, 4)), "more than k_max"),
+                                           (np.ones((5, 2)), "N = 4"), (np.ones((3, 4, 2)), "N = 4")])
 def test_bad_start(init_Z, match):
     with pytest.raises(ValueError, match=match):
         lfrm.sample_posterior(jax.random.key(0), np.zeros((4, 4)), None, lfrm.Hyperparams(k_max=3), num_warmup=1, num_samples=1,

@@ -47,9 +47,11 @@ class GateParams(eqx.Module):
 
 def log_gammas(keys: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float[Array, "b n dim"]:
     """The log-Gamma variates behind :func:`bartlett`'s diagonals for a batch of keys, by one
-    sampler (vmapped over the keys): row b is what ``bartlett(keys[b], dim, dof, m)``
-    draws, or its first m rows for m < n (JAX's partitionable Threefry: the variates of
-    a key do not depend on how many are drawn)."""
+    sampler (vmapped over the keys): row b holds what ``bartlett(keys[b], dim, dof, n)``
+    draws, and its first m rows what ``bartlett(keys[b], dim, dof, m)`` draws. The latter
+    rests on JAX's partitionable Threefry (``jax_threefry_partitionable``, the default),
+    under which a key's variates do not depend on how many are drawn; under other random
+    settings the first m rows are other, equally valid, draws."""
     shape = jnp.asarray(dof, dtype) - jnp.arange(dim, dtype=dtype)
     k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
     return jax.vmap(lambda k: jax.random.loggamma(k, shape / 2, (n, dim), dtype))(k_diag)

@@ -81,8 +81,8 @@ class State(eqx.Module):
         the sweep's E-step used (0 for sweeps not run): a gate that localises has few.
     iteration : sweeps done.
     key : randomness of the gate sub-steps; elbo_key : fixed draws for the ELBO trace.
-    bound : the terms of the surrogate ELBO (:func:`elbo_terms`) after the last sweep,
-        zeros before the first; the fit's trace is their sum.
+    bound : the terms of the surrogate ELBO (:func:`elbo_terms`) after the last accepted
+        sweep, zeros before the first; the fit's trace is their sum.
     """
 
     data: Data

@@ -65,6 +65,8 @@ def _full_width(init_Z, n_runs: int, n: int, k_max: int, dtype) -> np.ndarray:
     elif not np.all((np.asarray(init_Z) == 0) | (np.asarray(init_Z) == 1)):
         raise ValueError("init_Z must hold 0 and 1 only (feature off or on).")
     init_Z = np.asarray(init_Z, dtype)
+    if init_Z.ndim not in (2, 3) or init_Z.shape[-2] != n or (init_Z.ndim == 3 and init_Z.shape[0] not in (1, n_runs)):
+        raise ValueError(f"init_Z must be (N, k) or ({n_runs}, N, k) with N = {n}, got shape {init_Z.shape}.")
     if init_Z.shape[-1] > k_max:
         raise ValueError(f"init_Z has {init_Z.shape[-1]} feature columns, more than k_max = {k_max}.")
     init_Z = np.pad(init_Z, [(0, 0)] * (init_Z.ndim - 1) + [(0, k_max - init_Z.shape[-1])])
