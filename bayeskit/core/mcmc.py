@@ -24,6 +24,14 @@ def _is_batch_of_keys(key) -> bool:
     return key.ndim > 1
 
 
+def gammas(keys, shapes, dtype) -> jax.Array:
+    """Gamma(shapes[i]) variates, one per key, by one sampler vmapped over the keys: JAX's
+    batching rule for the Gamma primitive draws per key, so these are the draws of
+    separate ``jax.random.gamma(keys[i], shapes[i])`` calls, while the sampler (a while
+    loop, the largest piece of a conjugate update) is compiled once."""
+    return jax.vmap(lambda k, a: jax.random.gamma(k, a, dtype=dtype))(keys, jnp.asarray(shapes, dtype))
+
+
 class VectorisedKernel(MCMCKernel):
     """A numpyro kernel from ``init_one(key, init_params, *model_args) -> state`` and
     ``step_one(state, *model_args) -> state`` (the key lives in the state). With

@@ -61,14 +61,20 @@ class FitResult(eqx.Module):
 
     @property
     def objective(self) -> Array:
-        """The last finite objective value (the ELBO for variational models)."""
-        finite = jnp.isfinite(self.trace)
-        last = jnp.maximum(jnp.sum(finite, axis=-1) - 1, 0)
-        return jnp.take_along_axis(self.trace, last[..., None], axis=-1)[..., 0]
+        """The last finite objective value (the ELBO for variational models); one compiled
+        program, not a string of eager operations after a fit."""
+        return _last_finite(self.trace)
 
     @property
     def converged(self) -> Array:
         return self.status == Status.successful
+
+
+@jax.jit
+def _last_finite(trace: Array) -> Array:
+    """The last finite entry along the last axis (the finite ones come first)."""
+    last = jnp.maximum(jnp.sum(jnp.isfinite(trace), axis=-1) - 1, 0)
+    return jnp.take_along_axis(trace, last[..., None], axis=-1)[..., 0]
 
 
 def solved(state: PyTree, objective, ok=None) -> FitResult:

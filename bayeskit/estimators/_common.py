@@ -81,13 +81,6 @@ def _best_restart(result, n_restarts: int, name: str, *, warn_max_iter: bool = T
     return finish(result, name, warn_max_iter=warn_max_iter)
 
 
-def final_objective(result) -> float:
-    """``result.objective`` (the last finite value of the trace) read on the host."""
-    trace = np.asarray(result.trace)
-    finite = trace[np.isfinite(trace)]
-    return float(finite[-1]) if finite.size else float("nan")
-
-
 @jax.jit
 def _best_of(results):
     """Of a batch of fits, the one with the highest final bound among those that did not fail."""

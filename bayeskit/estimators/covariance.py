@@ -16,7 +16,7 @@ from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import final_objective, finish, validate
+from bayeskit.estimators._common import finish, validate
 
 
 class GraphicalLasso(BaseEstimator):
@@ -187,7 +187,7 @@ class RCA(TransformerMixin, BaseEstimator):
         self.eigenvectors_ = np.asarray(solution.eigenvectors) / C.dtype.type(s)
         self.n_components_ = q
         self.sigma_ = np.array(Sigma)  # a copy: the caller may overwrite Sigma
-        self.log_likelihood_ = final_objective(result) - C.shape[0] * np.log(s)  # the density of Y = s Y_unit
+        self.log_likelihood_ = float(result.objective) - C.shape[0] * np.log(s)  # the density of Y = s Y_unit
         return self
 
     def _draws(self, Y):

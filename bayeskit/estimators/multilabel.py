@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_products_in_range
-from bayeskit.estimators._common import _best_restart, _key, final_objective, validate
+from bayeskit.estimators._common import _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
 
@@ -66,7 +66,7 @@ class _MultilabelMixin(ClassifierMixin):
         self.result_ = best
         self.state_ = best.state
         self.n_iter_ = int(best.n_iter)
-        self.lower_bound_ = final_objective(best)
+        self.lower_bound_ = float(best.objective)
         self.converged_ = bool(best.converged)
         self.n_labels_ = Y.shape[1]
         return self

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.mcmc import diagnostics
-from bayeskit.estimators._common import _best_restart, _key, final_objective, warn_unmixed
+from bayeskit.estimators._common import _best_restart, _key, warn_unmixed
 from bayeskit.relational import data as relational_data
 from bayeskit.relational import irm, lfrm, mmsb
 
@@ -200,7 +200,7 @@ class MMSBLinkPredictor(_LinkPredictor):
         self.hyperparams_, self.state_ = hp, result.state
         gamma = np.asarray(result.state.gamma)
         self.memberships_ = gamma / gamma.sum(-1, keepdims=True)
-        self.elbo_, self.n_iter_ = final_objective(result), int(result.n_iter)
+        self.elbo_, self.n_iter_ = float(result.objective), int(result.n_iter)
         return self
 
     def _predict(self):

@@ -38,7 +38,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import mcmc
 from bayeskit.core import progress as _progress
-from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.core.mcmc import VectorisedKernel, gammas, run_chains
 
 
 class Hyperparams(eqx.Module):
@@ -112,10 +112,9 @@ def gibbs_step(state: State, data: Data, hparams: Hyperparams) -> State:
     n, p = data.X.shape
     key, k_beta, k_sigma, k_tau, k_lambda = jax.random.split(state.key, 5)
     r, delta = (jnp.asarray(v, data.X.dtype) for v in hparams.lambda_prior)  # the data's dtype, float32 too
-    # the Gamma variates of sigma^2 and lambda^2 have fixed shapes: one sampler vmapped over
-    # their two keys draws both (the same draws as two calls)
-    shapes = jnp.stack([jnp.asarray(0.5 * (n - 1 + p), data.X.dtype), p + r])
-    g_sigma, g_lambda = jax.vmap(lambda k, a: jax.random.gamma(k, a, dtype=data.X.dtype))(jnp.stack([k_sigma, k_lambda]), shapes)
+    # the Gamma variates of sigma^2 and lambda^2 have fixed shapes: both from one sampler
+    g_sigma, g_lambda = gammas(jnp.stack([k_sigma, k_lambda]), jnp.stack([jnp.asarray(0.5 * (n - 1 + p), data.X.dtype), p + r]),
+                               data.X.dtype)
     beta = draw_beta(k_beta, data, state.inv_tau2, state.sigma2)
     resid = data.y - data.X @ beta
     rate = 0.5 * (resid @ resid + beta @ (state.inv_tau2 * beta))

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
-from bayeskit.core.mcmc import VectorisedKernel
+from bayeskit.core.mcmc import VectorisedKernel, gammas
 from bayeskit.relational.data import Covariates, Data, no_covariates
 from bayeskit.relational.ibp import prior as ibp_prior
 from bayeskit.relational.lfrm.model import (
@@ -228,9 +228,7 @@ def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     used = weight_entries(k_max, hparams.symmetric) & active[:, None] & active[None, :]
     used = jnp.broadcast_to(used, W.shape)
     (a, b), (sa, sb) = hparams.alpha_prior, hparams.sigma_w_prior
-    # both Gamma draws by one sampler (vmapped over their keys: the same draws as two calls)
-    shapes = jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]).astype(W.dtype)
-    g_alpha, g_sigma = jax.vmap(lambda k, s: jax.random.gamma(k, s, dtype=W.dtype))(keys[:2], shapes)
+    g_alpha, g_sigma = gammas(keys[:2], jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), W.dtype)  # one sampler
     alpha = g_alpha / (b + ibp_prior.harmonic(n))
     sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0))) / g_sigma)
     W = jnp.where(used, W, sigma_w * jax.random.normal(keys[2], W.shape, W.dtype))
