@@ -12,6 +12,7 @@ among the penalties reaching recall >= r.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -48,18 +49,30 @@ def interpolated_precision(c: dict, levels=RECALL_LEVELS) -> list[float]:
     return [float(precision[recall >= r].max()) if np.any(recall >= r) else 0.0 for r in levels]
 
 
+@jax.jit
+def _glasso_fit(C, a):
+    return glasso.fit(C, glasso.Hyperparams(a, True), tol=1e-6, max_iter=200, throw=False)
+
+
+@functools.cache
+def _emrca_fit(max_iter: int):
+    """One jitted EM/RCA fit per ``max_iter``, kept so that every sweep of the same shapes
+    reuses its compiled program."""
+    return jax.jit(lambda C, a, noise_variance: rca.em_fit(C, rca.EMHyperparams(a, noise_variance), max_iter=max_iter,
+                                                           throw=False))
+
+
 def glasso_sweep(C: np.ndarray, alphas) -> list[np.ndarray]:
     """The graphical lasso at each penalty (diagonal penalised), from the identity."""
-    fit = jax.jit(lambda C, a: glasso.fit(C, glasso.Hyperparams(a, True), tol=1e-6, max_iter=200, throw=False))
-    return [np.asarray(fit(C, a).state.precision) for a in alphas]
+    return [np.asarray(_glasso_fit(C, a).state.precision) for a in alphas]
 
 
 def emrca_sweep(C: np.ndarray, alphas, noise_variance: float, *, max_iter: int = 1000) -> tuple[list, list]:
     """EM/RCA at each penalty from the authors' start; (precisions, per-fit diagnostics)."""
-    fit = jax.jit(lambda C, a: rca.em_fit(C, rca.EMHyperparams(a, noise_variance), max_iter=max_iter, throw=False))
+    fit = _emrca_fit(max_iter)
     precisions, info = [], []
     for a in alphas:
-        r = fit(C, a)
+        r = fit(C, a, noise_variance)
         W = np.asarray(r.state.W)
         precisions.append(np.asarray(r.state.sparse.precision))
         info.append({"n_iter": int(r.n_iter), "components": int(np.sum(np.linalg.norm(W, axis=0) > 0)),

@@ -33,6 +33,8 @@ entries), and with the ``T`` part in the cancellation-free form of
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -461,6 +463,7 @@ def predict_scores(state: State, X: Float[Array, "m d"], *, chunk_size: int | No
     return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
 
 
+@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
 def predict_proba(
     state: State,
     X: Float[Array, "m d"],

@@ -30,6 +30,8 @@ which avoids the cancelling entropy and second-moment terms of Appendix A.
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -363,6 +365,7 @@ def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
     )
 
 
+@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
 def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consistent",
                   chunk_size: int | None = None) -> Array:
     """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time; see
