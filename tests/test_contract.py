@@ -1,7 +1,8 @@
 """The contract every estimator keeps (DESIGN.md): the fit is compiled once per shape, so a
 second fit on new data of the same shapes with new values of the continuous
 hyperparameters compiles nothing; bad input is refused with a ``ValueError`` before
-anything is traced or compiled. Compilations are counted from JAX's own monitoring events.
+anything is traced or compiled; a prediction is a few compiled programs, not one per array
+operation. Compilations are counted from JAX's own monitoring events.
 Every random functional fit, vmapped over keys, equals the separate fits; every public fit
 returns the one shape of a fit, :class:`~bayeskit.core.status.FitResult`."""
 
@@ -141,6 +142,32 @@ def test_second_fit_compiles_nothing_bad_input_compiles_nothing_and_the_model_ow
     for a in args:
         a[...] = a[::-1].copy()  # reversed rows: new values everywhere but a symmetric middle
     assert_identical(before, est)
+
+
+# name: the method that uses a fitted estimator, on new rows (link predictors: on the fit's pairs)
+USES = dict.fromkeys(("BSMLClassifier", "ProbitClassifier", "LFRMLinkPredictor", "IRMLinkPredictor", "MMSBLinkPredictor"),
+                     "predict_proba")
+USES |= dict.fromkeys(("SBMoERegressor", "RVMRegressor", "BLSRegressor", "FLAPRegressor", "BayesianLassoRegressor"), "predict")
+USES |= dict.fromkeys(("ROBPCA", "RCA", "SparsePCA"), "transform")
+USES |= {"GraphicalLasso": "score", "EMRCA": "score", "MinCovDet": "mahalanobis"}
+MAX_PROGRAMS_PER_USE = 3
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_prediction_is_a_few_compiled_programs_not_a_stream_of_eager_operations(name):
+    """A first prediction compiles its own program or two (each kept by the persistent
+    cache), not one small program per array operation, which a new process would compile
+    again each time (dozens of them took up to a second)."""
+    assert set(USES) == set(CASES)
+    make, data, _ = CASES[name]
+    args = data(np.random.default_rng(1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = make(0).fit(*args)
+        with count_compilations() as seen:
+            use = getattr(est, USES[name])
+            jax.block_until_ready(use() if name.endswith("LinkPredictor") else use(args[0][:7]))  # 7 rows: a new shape
+    assert seen["compiles"] <= MAX_PROGRAMS_PER_USE, seen["compiled"]
 
 
 def test_the_counter_sees_a_compilation():

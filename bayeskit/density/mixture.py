@@ -50,11 +50,13 @@ class Mixture(eqx.Module):
         return jnp.exp(self.log_weights)
 
     @property
+    @eqx.filter_jit
     def mean(self) -> Float[Array, "m dy"]:
         means, _ = self._per_input()
         return jnp.einsum("mk,mkd->md", self.weights, means)
 
     @property
+    @eqx.filter_jit
     def covariance(self) -> Float[Array, "m dy dy"]:
         means, chol = self._per_input()
         cov = chol @ jnp.swapaxes(chol, -1, -2)

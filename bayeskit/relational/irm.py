@@ -19,6 +19,8 @@ number of clusters is capped at ``c_max`` (static); a chain that uses them all i
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -245,10 +247,15 @@ def predict_proba(samples: dict, Y, mask, hparams: Hyperparams, chunk_size: int 
     from separate per-relation partitions)."""
     Y, mask = check_relations(Y, mask)
     if jnp.ndim(samples["z"]) == 4:
-        return jnp.concatenate([predict_proba({"z": samples["z"][r]}, Y[r:r + 1], mask[r:r + 1], hparams, chunk_size)
-                                for r in range(Y.shape[0])])
-    data = as_data(Y, mask, hparams.symmetric)
-    z = jnp.asarray(samples["z"]).reshape(-1, jnp.shape(samples["z"])[-1])
+        return jnp.concatenate([_predict_proba(samples["z"][r], as_data(Y[r:r + 1], mask[r:r + 1], hparams.symmetric), hparams,
+                                               chunk_size) for r in range(Y.shape[0])])
+    return _predict_proba(samples["z"], as_data(Y, mask, hparams.symmetric), hparams, chunk_size)
+
+
+@partial(jax.jit, static_argnames="chunk_size")
+def _predict_proba(z: Array, data: Data, hparams: Hyperparams, chunk_size: int) -> Float[Array, "r n n"]:
+    """:func:`predict_proba` of one partition's draws (..., N), as one compiled program."""
+    z = z.reshape(-1, z.shape[-1])
 
     def one(z):
         ones, zeros = block_counts(z, data, hparams.c_max, hparams.symmetric)

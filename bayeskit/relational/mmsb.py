@@ -165,6 +165,7 @@ def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
     return _update_B(_update_gamma(state, data), data, hparams)
 
 
+@jax.jit
 def predict_proba(state: State) -> Float[Array, "r n n"]:
     """E[pi_p]' B_r E[pi_q] for every pair (link probabilities, also for unobserved cells)."""
     mean_pi = state.gamma / state.gamma.sum(-1, keepdims=True)

@@ -601,6 +601,7 @@ def relevance(state: State) -> Bool[Array, " m"]:
     return state.gamma > 0
 
 
+@functools.partial(jax.jit, static_argnames=("noise", "chunk_size"))
 def predict(state: State, Phi_new, scale, *, noise: bool = True, chunk_size: int | None = None):
     """Predictive mean and variance at new basis rows ``Phi_new`` (N*, M): mean phi* mu,
     variance phi* Sigma phi*' (+ sigma^2 with ``noise``), ``chunk_size`` rows at a time.

@@ -22,6 +22,8 @@ and sigma_w, wired as a numpyro ``MCMCKernel``.
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -280,10 +282,11 @@ def step(state: State, data: Data, hparams: Hyperparams, num_warmup: int = 0) ->
                  log_joint(data, Z, W, reg, alpha, sigma_w, hparams))
 
 
+@partial(jax.jit, static_argnames="chunk_size")
 def predict_proba(samples: dict, hparams: Hyperparams, covariates: Covariates | None = None, chunk_size: int = 16):
     """Posterior predictive Pr(y_rij = 1) averaged over draws laid out (chain, draw, ...),
     or (relation, chain, draw, ...) for separate per-relation models; ``covariates`` as
-    in the fit."""
+    in the fit. One compiled program per shapes."""
     if jnp.ndim(samples["W"]) == 6:
         return jnp.concatenate([predict_proba({k: v[r] for k, v in samples.items()}, hparams, covariates, chunk_size)
                                 for r in range(samples["W"].shape[0])])
