@@ -188,6 +188,7 @@ def main(argv=None) -> int:
     results["machine"] = {"platform": platform.platform(), "cpus": jax.local_device_count(), "jax": jax.__version__}
     for name in args.only:
         results[name] = BENCHES[name](args)
+        results.setdefault("dates", {})[name] = results["date"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2, default=float))
     print(f"wrote {args.out}")

@@ -348,6 +348,9 @@ def report(names, runs: dict, device: str) -> str:
             continue
         data = json.loads(path.read_text())
         stamp = data.get("date") or _committed(path) or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
+        dates = sorted(set(data.get("dates", {}).values()))  # per part, where parts were rerun apart (--only)
+        if len(dates) > 1:
+            stamp = f"{dates[0]} to {dates[-1]} ({', '.join(f'{k} {v}' for k, v in sorted(data['dates'].items()))})"
         where = data.get("machine", "an unrecorded machine")
         where = where.get("platform", str(where)) if isinstance(where, dict) else where
         lines += [f"Results of {stamp} on {where}.", ""]
