@@ -383,6 +383,24 @@ def test_batched_bartlett_variates_are_each_keys_own():
     assert not np.allclose(log_gamma[0], log_gamma[1])
 
 
+def _own_log_gamma(key, dim, dof, n):
+    """What a Bartlett factor of ``key`` draws alone: a (n, dim) log-Gamma draw of shapes (dof - i) / 2."""
+    shape = (dof - np.arange(dim)) / 2
+    return jax.random.loggamma(jax.random.split(key)[0], jnp.asarray(shape), (n, dim), jnp.float64)
+
+
+def test_grouped_bartlett_variates_are_each_keys_own():
+    """One sampler for groups of keys of other dimensions, degrees of freedom and draw
+    counts (the predictive's gate and its experts) draws what each key draws alone."""
+    gate_key, expert_keys = jax.random.key(4)[None], jax.random.split(jax.random.key(5), 3)
+    nus = np.array([4.0, 7.5, 30.0])
+    gate, experts = sbmoe.gate.log_gamma_groups([(gate_key, 3, 1000.0, 6), (expert_keys, 2, jnp.asarray(nus), 4)], jnp.float64)
+    assert gate.shape == (1, 6, 3) and experts.shape == (3, 4, 2)
+    np.testing.assert_array_equal(gate[0], _own_log_gamma(gate_key[0], 3, 1000.0, 6))
+    for b in range(3):
+        np.testing.assert_array_equal(experts[b], _own_log_gamma(expert_keys[b], 2, nus[b], 4))
+
+
 def test_projection_gate_runs_and_counts_floors():
     X, Y = sbmoe_synthetic_1d(jax.random.key(12), 120)
     hp = sbmoe.Hyperparams(n_experts=5, gate="projection")

@@ -52,9 +52,31 @@ def log_gammas(keys: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float
     rests on JAX's partitionable Threefry (``jax_threefry_partitionable``, the default),
     under which a key's variates do not depend on how many are drawn; under other random
     settings the first m rows are other, equally valid, draws."""
-    shape = jnp.asarray(dof, dtype) - jnp.arange(dim, dtype=dtype)
+    return log_gamma_groups([(keys, dim, dof, n)], dtype)[0]
+
+
+def log_gamma_groups(groups: list[tuple[PRNGKeyArray, int, Array, int]], dtype) -> list[Array]:
+    """:func:`log_gammas` of several groups ``(keys (b,), dim, dof (scalar or (b,)), n)`` by
+    one sampler: one (b, n, dim) array per group. Every key draws a flat vector as long as
+    the longest group's ``n dim``, its Gamma shapes ``(dof - i) / 2`` laid out as a
+    row-major (n, dim) array and padded with ones; by the prefix property above, a group's
+    variates are those that :func:`log_gammas` draws for it alone."""
+    length = max(n * dim for _, dim, _, n in groups)
+
+    def layout(dof, dim, n):
+        shape = (dof - jnp.arange(dim, dtype=dtype)) / 2
+        return jnp.pad(jnp.tile(shape, n), (0, length - n * dim), constant_values=1.0)
+
+    keys = jnp.concatenate([keys for keys, *_ in groups])
+    shapes = jnp.concatenate([jax.vmap(lambda v, dim=dim, n=n: layout(v, dim, n))(jnp.broadcast_to(jnp.asarray(dof, dtype), keys.shape))
+                              for keys, dim, dof, n in groups])
     k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
-    return jax.vmap(lambda k: jax.random.loggamma(k, shape / 2, (n, dim), dtype))(k_diag)
+    flat = jax.vmap(lambda k, a: jax.random.loggamma(k, a, (length,), dtype))(k_diag, shapes)
+    out, start = [], 0
+    for keys, dim, _, n in groups:
+        out.append(flat[start:start + keys.shape[0], : n * dim].reshape(keys.shape[0], n, dim))
+        start += keys.shape[0]
+    return out
 
 
 def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype, log_gamma: Array | None = None) -> Float[Array, "n dim dim"]:

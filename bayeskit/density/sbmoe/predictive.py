@@ -25,7 +25,7 @@ from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist
 from bayeskit.core.loop import as_arrays
 from bayeskit.density.mixture import Mixture
-from bayeskit.density.sbmoe.gate import bartlett
+from bayeskit.density.sbmoe.gate import bartlett, log_gamma_groups, log_gammas
 from bayeskit.density.sbmoe.inference import State
 from bayeskit.density.sbmoe.model import Hyperparams
 
@@ -39,14 +39,18 @@ def mean_gate(X_test: Array, X: Array, M: Float[Array, "kg dx dx"]) -> Float[Arr
     return jnp.mean(jax.vmap(one)(M), axis=0)
 
 
-def expert_draws(key: PRNGKeyArray, state: State, n_draws: int) -> tuple[Array, Array]:
+def expert_draws(key: PRNGKeyArray, state: State, n_draws: int, log_gamma: Array | None = None) -> tuple[Array, Array]:
     """Joint draws ``Sigma_c ~ IW(Psi_c, nu_c)``, ``mu_c ~ N(m_c, Sigma_c / kappa_c)``:
-    means (K_e, C, Dy) and Cholesky factors (K_e, C, Dy, Dy), standardised units."""
+    means (K_e, C, Dy) and Cholesky factors (K_e, C, Dy, Dy), standardised units.
+    ``log_gamma`` (C, K_e, Dy): the Bartlett diagonals' variates, drawn with others
+    (:func:`expert_keys` gives their keys)."""
     e = state.experts
     c, dy = e.m.shape
     dtype = e.m.dtype
     k_w, k_mu = jax.random.split(key)
-    A = jax.vmap(lambda k, nu: bartlett(k, dy, nu, n_draws, dtype), out_axes=1)(jax.random.split(k_w, c), e.nu)
+    if log_gamma is None:
+        log_gamma = jax.vmap(lambda k, nu: log_gammas(k[None], dy, nu, n_draws, dtype)[0])(expert_keys(key, c), e.nu)
+    A = jax.vmap(lambda k, nu, lg: bartlett(k, dy, nu, n_draws, dtype, lg), out_axes=1)(jax.random.split(k_w, c), e.nu, log_gamma)
     chol_prec = jnp.linalg.cholesky(jnp.linalg.inv(e.psi))  # W ~ Wishart(Psi^-1, nu): W = P A A' P'
     factor = chol_prec[None] @ A  # (K_e, C, Dy, Dy): W = factor factor'
     # Sigma = W^-1 = factor^-T factor^-1; its Cholesky factor from the inverse of ``factor``.
@@ -55,6 +59,11 @@ def expert_draws(key: PRNGKeyArray, state: State, n_draws: int) -> tuple[Array, 
     z = jax.random.normal(k_mu, (n_draws, c, dy), dtype)
     mu = e.m + jnp.einsum("kcij,kcj->kci", chol, z) / jnp.sqrt(e.kappa)[None, :, None]
     return mu, chol
+
+
+def expert_keys(key: PRNGKeyArray, n_experts: int) -> PRNGKeyArray:
+    """The keys of the experts' Bartlett factors in :func:`expert_draws` (one per expert)."""
+    return jax.random.split(jax.random.split(key)[0], n_experts)
 
 
 def expert_means(state: State) -> tuple[Array, Array]:
@@ -110,8 +119,12 @@ def _predictive(key, state, X, eta_q, *, n_gate, n_draws, chunk_size, plug_in) -
         M = (jnp.sqrt(eta_q) * state.gate.L)[None]
         mu, chol = expert_means(state)
     else:
-        M = state.gate.L @ bartlett(k_gate, dx, eta_q, n_gate, dtype)
-        mu, chol = expert_draws(k_exp, state, n_draws)
+        # the Bartlett diagonals of the gate and of every expert by one log-Gamma sampler
+        c, dy = state.experts.m.shape
+        lg_gate, lg_experts = log_gamma_groups([(k_gate[None], dx, eta_q, n_gate),
+                                                (expert_keys(k_exp, c), dy, state.experts.nu, n_draws)], dtype)
+        M = state.gate.L @ bartlett(k_gate, dx, eta_q, n_gate, dtype, lg_gate[0])
+        mu, chol = expert_draws(k_exp, state, n_draws, lg_experts)
     g = map_blocks(lambda x: mean_gate(x, data.X, M), Xs, chunk_size)
     gamma = jax.nn.softmax(jax.vmap(lambda m, c: _log_gauss(data.Y, m, c))(mu, chol), axis=-1)  # (K_e, N, C)
     pi = jnp.einsum("mn,knc->mkc", g, gamma).reshape(X.shape[0], -1)
