@@ -399,6 +399,8 @@ def test_grouped_bartlett_variates_are_each_keys_own():
     np.testing.assert_array_equal(gate[0], _own_log_gamma(gate_key[0], 3, 1000.0, 6))
     for b in range(3):
         np.testing.assert_array_equal(experts[b], _own_log_gamma(expert_keys[b], 2, nus[b], 4))
+    raw = jax.random.split(jax.random.PRNGKey(6), 3)  # old-style uint32 keys of shape (3, 2)
+    assert sbmoe.gate.log_gammas(raw, 3, 5.0, 4, jnp.float64).shape == (3, 4, 3)
 
 
 def test_projection_gate_runs_and_counts_floors():

@@ -68,7 +68,7 @@ def log_gamma_groups(groups: list[tuple[PRNGKeyArray, int, Array, int]], dtype) 
         return jnp.pad(jnp.tile(shape, n), (0, length - n * dim), constant_values=1.0)
 
     keys = jnp.concatenate([keys for keys, *_ in groups])
-    shapes = jnp.concatenate([jax.vmap(lambda v, dim=dim, n=n: layout(v, dim, n))(jnp.broadcast_to(jnp.asarray(dof, dtype), keys.shape))
+    shapes = jnp.concatenate([jax.vmap(lambda v, dim=dim, n=n: layout(v, dim, n))(jnp.broadcast_to(jnp.asarray(dof, dtype), keys.shape[:1]))
                               for keys, dim, dof, n in groups])
     k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
     flat = jax.vmap(lambda k, a: jax.random.loggamma(k, a, (length,), dtype))(k_diag, shapes)
