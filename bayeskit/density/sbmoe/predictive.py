@@ -47,10 +47,10 @@ def expert_draws(key: PRNGKeyArray, state: State, n_draws: int, log_gamma: Array
     e = state.experts
     c, dy = e.m.shape
     dtype = e.m.dtype
-    k_w, k_mu = jax.random.split(key)
+    keys, k_mu = expert_keys(key, c), jax.random.split(key)[1]
     if log_gamma is None:
-        log_gamma = jax.vmap(lambda k, nu: log_gammas(k[None], dy, nu, n_draws, dtype)[0])(expert_keys(key, c), e.nu)
-    A = jax.vmap(lambda k, nu, lg: bartlett(k, dy, nu, n_draws, dtype, lg), out_axes=1)(jax.random.split(k_w, c), e.nu, log_gamma)
+        log_gamma = jax.vmap(lambda k, nu: log_gammas(k[None], dy, nu, n_draws, dtype)[0])(keys, e.nu)
+    A = jax.vmap(lambda k, nu, lg: bartlett(k, dy, nu, n_draws, dtype, lg), out_axes=1)(keys, e.nu, log_gamma)
     chol_prec = jnp.linalg.cholesky(jnp.linalg.inv(e.psi))  # W ~ Wishart(Psi^-1, nu): W = P A A' P'
     factor = chol_prec[None] @ A  # (K_e, C, Dy, Dy): W = factor factor'
     # Sigma = W^-1 = factor^-T factor^-1; its Cholesky factor from the inverse of ``factor``.
