@@ -16,7 +16,7 @@ sees the mirror of about 80% of the held-out cells: one reading of the paper's
 protocol, and an upper bound. Restarts run as vectorised chains laid over the devices
 (MMSB: random starts as one ``bayeskit.sweep``); each chain's predictive probabilities
 are averaged over its retained draws; R-hat of the log joint over the restarts is
-reported per split. IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
+reported per split, and splits where the restarts froze in one state are counted apart. IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
 "LFRM with covariates" row adds the paper's sender and receiver covariates, the 111
 country features (centred; a missing feature at its mean), each relation with its own
 coefficients (the paper's pair covariate exp(-distance) is not in the data). The file's
@@ -268,9 +268,16 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
     return row
 
 
+# A split's R-hat at or above this (or NaN, or inf) means every restart's log joint stayed
+# fixed within each half of its retained draws: the (split) within-restart variance is rounding noise (or zero), so R-hat
+# measures only how far apart the frozen restarts are. Counted apart, not averaged in.
+FROZEN_R_HAT = 1e6
+
+
 def summarise(results: dict) -> dict:
     """Per case and method: mean and sd over splits of each split's restart-mean AUC, the
-    median and largest R-hat of the log joint over the splits where it is defined; per
+    median and largest R-hat of the log joint over the splits where it is defined and the
+    restarts moved, and the number of splits where they froze (``FROZEN_R_HAT``); per
     LFRM start, its per-split gap to the IRM."""
     out = {}
     for case, entry in results.items():
@@ -279,11 +286,12 @@ def summarise(results: dict) -> dict:
         summary = {}
         for m in methods:
             aucs = [s[m]["auc_mean"] for s in splits if m in s]
-            # R-hat is NaN where every restart's log joint stayed constant (an IRM stuck in one partition)
-            rhats = [r for s in splits if "r_hat_log_joint" in s.get(m, {}) if not np.isnan(r := s[m]["r_hat_log_joint"])]
+            every = [s[m]["r_hat_log_joint"] for s in splits if "r_hat_log_joint" in s.get(m, {})]
+            rhats = [r for r in every if r < FROZEN_R_HAT]  # NaN and inf compare False
             summary[m] = {"auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs)), "n_splits": len(aucs),
                           "r_hat_log_joint_median": float(np.median(rhats)) if rhats else None,
                           "r_hat_log_joint_max": float(np.max(rhats)) if rhats else None, "r_hat_defined_splits": len(rhats),
+                          "frozen_splits": len(every) - len(rhats),
                           "seconds_per_split": float(np.mean([s[m]["seconds"] for s in splits if m in s])),
                           "saturated_share_max": max((s[m].get("saturated_share", 0.0) for s in splits if m in s), default=0.0),
                           "paper": entry["paper"].get(m)}
@@ -307,6 +315,8 @@ def _table(summary: dict, st: dict) -> None:
                 continue
             paper = "-" if v["paper"] is None else f"{v['paper']:.4f}"
             rhat = "-" if v["r_hat_log_joint_median"] is None else f"{v['r_hat_log_joint_median']:.2f} / {v['r_hat_log_joint_max']:.2f}"
+            if v.get("frozen_splits"):
+                rhat += f" (frozen on {v['frozen_splits']})"
             rows.append([case, m + (" (baseline)" if m in BASELINES else ""), f"{v['auc_mean']:.4f} ± {v['auc_sd']:.4f}", paper,
                          str(v["n_splits"]), rhat, f"{v['seconds_per_split']:.0f}"])
     print_table(f"\nLFRM Table 1: held-out AUC, mean ± sd over split seeds {st['split_seeds'][0]}..{st['split_seeds'][-1]} "
@@ -314,6 +324,10 @@ def _table(summary: dict, st: dict) -> None:
                 ["data", "method", "AUC (or gap to IRM)", "paper", "splits", "R-hat log joint (median / max)", "s per split"], rows)
     for case, s in summary.items():
         for m, v in s.items():
+            if v.get("frozen_splits"):
+                print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits every restart's log joint stayed "
+                           "fixed within each half of its retained draws (the chain kept its state): R-hat there is undefined or astronomically large "
+                           "and is left out of the median / max; the restarts have not mixed.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

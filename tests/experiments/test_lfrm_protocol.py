@@ -127,3 +127,27 @@ def test_r_hat_of_the_log_joint_flags_chains_that_disagree():
     assert exp.r_hat_log_joint({"log_joint": apart}, single=False) > 2
     # separate relations: (relation, chain, draw), the worst relation counts
     assert exp.r_hat_log_joint({"log_joint": np.stack([mixed, apart])}, single=True) > 2
+
+
+def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, tmp_path, fake, capsys):
+    """Restarts whose log joint never moves have R-hat NaN (identical), inf or astronomically
+    large (rounding noise within, a gap between): the summary counts those splits and takes
+    median and max over the others only, and a note under the table says what happened."""
+    frozen = np.stack([np.full(100, -3039.05158444), np.full(100, -2968.42171648)])
+    frozen[1, ::7] += 4.5e-13  # within-restart rounding noise, as a stuck chain's trace shows
+    stuck = exp.r_hat_log_joint({"log_joint": frozen}, single=False)
+    assert stuck >= exp.FROZEN_R_HAT
+    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.full((2, 100), -5.0)}, single=False))
+    values = iter([1.2, stuck, 1.6, float("nan"), float("inf")])
+    mcmc = exp._mcmc
+
+    def irm_frozen(method, *args, **kwargs):
+        probs, sizes, r_hat, saturated = mcmc(method, *args, **kwargs)
+        return probs, sizes, next(values) if method == "IRM" else r_hat, saturated
+
+    monkeypatch.setattr(exp, "_mcmc", irm_frozen)
+    irm = exp.run(tmp_path, splits=5, cases=[("countries", "global")])["summary"]["countries global"]["IRM"]
+    assert irm["frozen_splits"] == 3 and irm["r_hat_defined_splits"] == 2
+    assert irm["r_hat_log_joint_median"] == pytest.approx(1.4) and irm["r_hat_log_joint_max"] == pytest.approx(1.6)
+    printed = capsys.readouterr().out
+    assert "1.40 / 1.60 (frozen on 3)" in printed and "countries global, IRM: on 3 of 5 splits" in printed
