@@ -16,7 +16,8 @@ sees the mirror of about 80% of the held-out cells: one reading of the paper's
 protocol, and an upper bound. Restarts run as vectorised chains laid over the devices
 (MMSB: random starts as one ``bayeskit.sweep``); each chain's predictive probabilities
 are averaged over its retained draws; R-hat of the log joint over the restarts is
-reported per split, and splits where the restarts froze in one state are counted apart. IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
+reported per split, and splits where the restarts froze in one state are counted apart.
+IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
 "LFRM with covariates" row adds the paper's sender and receiver covariates, the 111
 country features (centred; a missing feature at its mean), each relation with its own
 coefficients (the paper's pair covariate exp(-distance) is not in the data). The file's
@@ -326,8 +327,8 @@ def _table(summary: dict, st: dict) -> None:
         for m, v in s.items():
             if v.get("frozen_splits"):
                 print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits every restart's log joint stayed "
-                           "fixed within each half of its retained draws (the chain kept its state): R-hat there is undefined or astronomically large "
-                           "and is left out of the median / max; the restarts have not mixed.")
+                           "fixed within each half of its retained draws (the chain kept its state): R-hat there is "
+                           "undefined or astronomically large and is left out of the median / max; the restarts have not mixed.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "
