@@ -16,6 +16,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskit.core import progress as _progress
+from bayeskit.core.xla import LOOP_PROGRAM
 
 
 def _is_batch_of_keys(key) -> bool:
@@ -171,7 +172,8 @@ def _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thi
     return jax.lax.fori_loop(start, stop, transition, (state, buffer))
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"))
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"),
+         compiler_options=LOOP_PROGRAM)
 def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains, thinning):
     num_kept = num_samples // thinning
     kernel, state, buffer = _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept,
@@ -186,7 +188,8 @@ def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_p
     return _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept, num_chains)[1:]
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2))
+@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"), donate_argnums=(1, 2),
+         compiler_options=LOOP_PROGRAM)
 def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, data_per_chain, num_warmup, num_chains, thinning):
     """Transitions ``start .. stop - 1`` written into ``buffer`` as :func:`_transitions`
     does (``start`` and ``stop`` traced, so every segment is one program)."""
