@@ -7,6 +7,7 @@ have not mixed."""
 from __future__ import annotations
 
 import warnings
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -41,9 +42,11 @@ def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X"
     return validate_data(estimator, X, y, **kwargs)
 
 
-def _key(random_state) -> jax.Array:
+def _key(random_state, n: int | None = None):
     """A JAX key from scikit-learn's ``random_state``: None (fresh entropy), a non-negative
-    int or a NumPy ``RandomState``."""
+    int or a NumPy ``RandomState``; with ``n``, the tuple ``jax.random.split(key, n)``. Both
+    come from one compiled program (not the three or four that seeding, splitting and
+    unpacking run one by one), with the same keys."""
     integer = isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
     if not (random_state is None or isinstance(random_state, np.random.RandomState) or (integer and random_state >= 0)):
         raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got {random_state!r}.")
@@ -51,7 +54,17 @@ def _key(random_state) -> jax.Array:
         random_state = int(np.random.SeedSequence().generate_state(1)[0])
     if isinstance(random_state, np.random.RandomState):
         random_state = int(random_state.randint(np.iinfo(np.int32).max))
-    return jax.random.key(int(random_state))
+    seed = int(random_state)
+    if seed >= 2**32:  # a 64-bit seed: as jax.random.key takes it
+        key = jax.random.key(seed)
+        return key if n is None else tuple(jax.random.split(key, n))
+    return _derive_keys(np.uint32(seed), n)
+
+
+@partial(jax.jit, static_argnums=1)
+def _derive_keys(seed, n: int | None):
+    key = jax.random.key(seed)
+    return key if n is None else tuple(jax.random.split(key, n))
 
 
 _FAILURES = frozenset(Status[item] for item in (Status.nonfinite, Status.not_positive_definite))

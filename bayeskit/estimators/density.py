@@ -141,7 +141,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         self._one_d = np.ndim(Y) == 1
         hp = self._hyperparams()
         X, Y2 = sbmoe.inference.check_inputs(X, Y, hp)
-        key, self._predict_key = jax.random.split(_key(self.random_state))
+        key, self._predict_key = _key(self.random_state, 2)
         labels = sbmoe.agglomerative_labels(Y2, self.n_experts) if self.init == "agglomerative" else None
         X_j, Y_j = jnp.asarray(X), jnp.asarray(Y2)
         run = lambda k: sbmoe.fit(k, X_j, Y_j, hp, max_iter=self.max_iter, optimizer=self.optimizer, init_labels=labels,

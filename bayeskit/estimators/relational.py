@@ -91,7 +91,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric,
                                              offsets=self.offsets)
         self.covariates_ = relational_data.check_covariates(covariates, Y.shape[1], self.symmetric)
-        k_init, k_mcmc = jax.random.split(_key(self.random_state))
+        k_init, k_mcmc = _key(self.random_state, 2)
         start = None
         if self.init == "irm":
             start = lfrm.irm_start(k_init, Y, mask, k_max=self.n_features_max, symmetric=self.symmetric, num_chains=self.num_chains)

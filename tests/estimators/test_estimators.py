@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import jax
@@ -102,3 +103,18 @@ def test_probit_save_and_load_roundtrip(rng, tmp_path):
     bayeskit.save(tmp_path / "probit", result, probit.Hyperparams())
     loaded, priors = bayeskit.load(tmp_path / "probit")
     np.testing.assert_array_equal(probit.predict_proba(loaded.state, X), probit.predict_proba(result.state, X))
+
+
+@pytest.mark.parametrize("random_state", [0, 7, 2**31, 2**32 - 1, 2**40, np.random.RandomState(3)])
+def test_keys_from_random_state_are_jax_own_seeding_and_splitting(random_state):
+    """The estimators' keys come from one compiled program; they are the keys that
+    jax.random.key and jax.random.split give for the same seed."""
+    from bayeskit.estimators._common import _key
+
+    seed = random_state if isinstance(random_state, int) else np.random.RandomState(3).randint(np.iinfo(np.int32).max)
+    data = jax.random.key_data
+    np.testing.assert_array_equal(data(_key(copy.deepcopy(random_state))), data(jax.random.key(seed)))
+    got, want = _key(copy.deepcopy(random_state), 3), jax.random.split(jax.random.key(seed), 3)
+    assert len(got) == 3
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(data(g), data(w))
