@@ -63,7 +63,7 @@ from jaxtyping import Array, Float
 from bayeskit.core import loop
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete
-from bayeskit.core.xla import host_blas
+from bayeskit.core.xla import as_array, host_blas
 
 _MAX_HALVINGS = 50
 _SIGMA = 1e-3
@@ -403,7 +403,7 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)
-    S = jnp.asarray(S)
+    S = as_array(S)
     return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, S.dtype),
                 progress=progress, throw=throw)
 

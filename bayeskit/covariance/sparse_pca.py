@@ -42,7 +42,7 @@ from bayeskit.core import loop
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
 from bayeskit.core.validation import check_int_in
-from bayeskit.core.xla import host_blas
+from bayeskit.core.xla import as_array, host_blas
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
@@ -274,7 +274,7 @@ def component_at(deflated: Deflated, lam: float, *, max_features: int, beta: flo
     size = 1 << int(np.ceil(np.log2(max(len(solved), MIN_BLOCK))))  # padded to a power of two: few compiled shapes
     padded = np.zeros((size, size))
     padded[: len(solved), : len(solved)] = Sigma
-    on = _solve(jnp.asarray(padded), Hyperparams(lam, beta), threshold, max_iter)
+    on = _solve(as_array(padded), Hyperparams(lam, beta), threshold, max_iter)
     support = solved[np.nonzero(np.asarray(on)[: len(solved)])[0]]
     v = np.zeros(variances.shape[0])
     if support.size:  # the loadings on the support: the leading eigenvector of its block (the most variance there)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
-from bayeskit.core.xla import host_blas
+from bayeskit.core.xla import as_array, host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish, validate
 
@@ -178,7 +177,7 @@ class RCA(TransformerMixin, BaseEstimator):
         if self.n_components is not None:
             validation.check_int_in("n_components", self.n_components, 1, rank)
         # Sigma is checked above and C = Z'Z / n is PSD by construction
-        result = finish(rca.fit(jnp.asarray(C), jnp.asarray(Sigma_unit.astype(C.dtype)), self.n_components, check=False), "RCA")
+        result = finish(rca.fit(as_array(C), as_array(Sigma_unit.astype(C.dtype)), self.n_components, check=False), "RCA")
         solution = result.state
         q = int(solution.n_components)
         self.scale_ = s
@@ -205,7 +204,7 @@ class RCA(TransformerMixin, BaseEstimator):
         per feature when ``dual``)."""
         Z = self._draws(Y)
         s = self.scale_  # the latent coordinates are scale-free: computed on the unit scale
-        unit = lambda A, power: jnp.asarray((np.asarray(A, np.float64) / s**power).astype(Z.dtype))
+        unit = lambda A, power: as_array((np.asarray(A, np.float64) / s**power).astype(Z.dtype))
         mean, _ = rca.posterior(unit(Z - self.location_, 1), unit(self.components_, 1), unit(self.sigma_, 2))
         return np.asarray(mean)
 
@@ -290,7 +289,7 @@ class EMRCA(BaseEstimator):
         check_representable("noise_variance", s2, s, C.dtype)
         hp = rca.EMHyperparams(float(self.alpha) / v, s2, bool(self.penalize_diagonal), self.n_components)
         # rca.em_fit checks C and n_components on the host before compiling
-        result = rca.em_fit(jnp.asarray(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        result = rca.em_fit(as_array(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
         self.n_iter_ = int(result.n_iter)

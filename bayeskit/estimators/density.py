@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
+from bayeskit.core.xla import as_array
 from bayeskit.density import sbmoe
 from bayeskit.estimators._common import _best_restart, _key, validate
 
@@ -143,7 +143,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         X, Y2 = sbmoe.inference.check_inputs(X, Y, hp)
         key, self._predict_key = _key(self.random_state, 2)
         labels = sbmoe.agglomerative_labels(Y2, self.n_experts) if self.init == "agglomerative" else None
-        X_j, Y_j = jnp.asarray(X), jnp.asarray(Y2)
+        X_j, Y_j = as_array(X), as_array(Y2)
         run = lambda k: sbmoe.fit(k, X_j, Y_j, hp, max_iter=self.max_iter, optimizer=self.optimizer, init_labels=labels,
                                   progress=self.progress, throw=False)
         result = jax.vmap(run)(jax.random.split(key, self.n_init)) if self.n_init > 1 else run(key)
@@ -165,7 +165,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
     def predictive(self, X, *, chunk_size=None) -> sbmoe.Mixture:
         """The predictive mixture p(y | x) for every row of X (Section 3.3); the gate of
         ``chunk_size`` rows at a time."""
-        return self._mixture(jnp.asarray(self._check_X(X)), chunk_size)
+        return self._mixture(as_array(self._check_X(X)), chunk_size)
 
     def _mixture(self, X, chunk_size=None) -> sbmoe.Mixture:
         return sbmoe.predictive(self._predict_key, self.state_, X, self.hyperparams_, n_gate=self.n_gate, n_draws=self.n_draws,
@@ -173,7 +173,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
 
     def _rows(self, f, X, chunk_size, *more):
         """``f(predictive mixture of a block of X, matching rows of more)`` over blocks of rows."""
-        X = jnp.asarray(self._check_X(X))
+        X = as_array(self._check_X(X))
         return np.asarray(map_blocks(lambda b: f(self._mixture(b[0]), *b[1:]), (X, *more), chunk_size))
 
     def predict(self, X, *, chunk_size=None):
@@ -188,7 +188,7 @@ class SBMoERegressor(RegressorMixin, BaseEstimator):
         Y = Y[:, None] if Y.ndim == 1 else Y
         if Y.shape != (np.shape(X)[0], self.n_outputs_) or not np.all(np.isfinite(Y)):
             raise ValueError(f"Y must be finite with shape ({np.shape(X)[0]}, {self.n_outputs_}), got {Y.shape}.")
-        return self._rows(lambda mix, y: mix.log_prob(y), X, chunk_size, jnp.asarray(Y))
+        return self._rows(lambda mix, y: mix.log_prob(y), X, chunk_size, as_array(Y))
 
     def sample(self, X, n_samples=1, random_state=None):
         """Draws from p(y | x): shape (n_samples, n_rows) or (n_samples, n_rows, n_outputs)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils.multiclass import type_of_target
@@ -13,6 +12,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_products_in_range
+from bayeskit.core.status import Status
+from bayeskit.core.xla import as_array
 from bayeskit.estimators._common import _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
@@ -67,7 +68,7 @@ class _MultilabelMixin(ClassifierMixin):
         self.state_ = best.state
         self.n_iter_ = int(best.n_iter)
         self.lower_bound_ = float(best.objective)
-        self.converged_ = bool(best.converged)
+        self.converged_ = Status[best.status] == Status[Status.successful]  # read on the host, no eager comparison
         self.n_labels_ = Y.shape[1]
         return self
 
@@ -203,14 +204,14 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         semi = bool(np.any(Y < 0)) if self.semisupervised == "auto" else bool(self.semisupervised)
         hp = self._hyperparams(semi)
         bsml.check_inputs(X, Y, hp)
-        X_j = jnp.asarray(X)
+        X_j = as_array(X)
         self.dtype_ = np.dtype(X_j.dtype)
         key = _key(self.random_state)
         run = lambda k: bsml.fit(k, X_j, Y, hp, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
         result = jax.vmap(run)(jax.random.split(key, self.n_init)) if self.n_init > 1 else run(key)
         self.hyperparams_ = hp
         self._finish_fit(Y, result, self.n_init)
-        self.components_ = np.asarray(self.state_.q_mean.T)
+        self.components_ = np.asarray(self.state_.q_mean).T
         self.active_components_ = np.asarray(bsml.active_components(self.state_))
         self.lower_bound_trace_ = np.asarray(self.result_.trace)[: self.n_iter_]
         return self
@@ -255,7 +256,7 @@ class ProbitClassifier(_MultilabelMixin, BaseEstimator):
         X, Y = self._validate_fit_input(X, Y, allow_missing=False)
         hp = probit.Hyperparams(self.alpha_lambda, self.beta_lambda, self.alpha_psi, self.beta_psi)
         result = probit.fit(_key(self.random_state), X, Y, hp, max_iter=self.max_iter, tol=self.tol, progress=self.progress, throw=False)
-        self.dtype_ = np.dtype(jnp.asarray(X).dtype)
+        self.dtype_ = np.dtype(jax.dtypes.canonicalize_dtype(X.dtype))
         return self._finish_fit(Y, result, 1)
 
     def predict_proba(self, X, *, chunk_size=None):

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import warnings
 
-import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, unit_scale
+from bayeskit.core.xla import as_array
 from bayeskit.estimators._common import _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
@@ -86,7 +86,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
     def _design(self, X_unit):
         """Phi of inputs already divided by ``x_scale_``: against the training inputs so
         divided, with gamma times x_scale_^2, it is the kernel of the caller's units."""
-        return sparse_bayes.design(jnp.asarray(X_unit), None if self.kernel == "linear" else jnp.asarray(self._centers),
+        return sparse_bayes.design(as_array(X_unit), None if self.kernel == "linear" else as_array(self._centers),
                                    kernel=self.kernel, gamma=self._kernel_gamma, degree=self.degree, coef0=self.coef0,
                                    bias=self.fit_intercept)
 
@@ -104,7 +104,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         # gamma_ in X's units is only reported (for data at 1e-300 it leaves float64)
         self.gamma_ = float(self.gamma) if self.gamma is not None else self._kernel_gamma / self.x_scale_ / self.x_scale_
         Phi = self._design(self._centers)
-        if not bool(jnp.all(jnp.isfinite(Phi))):  # only a polynomial kernel can overflow on finite X
+        if not np.all(np.isfinite(np.asarray(Phi))):  # only a polynomial kernel can overflow on finite X
             raise ValueError(f"the {self.kernel} kernel of X overflows {X.dtype.name}; choose a smaller degree or gamma.")
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
@@ -145,7 +145,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
-        X_unit = jnp.asarray(X / self.x_scale_)  # divided on the host, before the cast
+        X_unit = as_array(X / self.x_scale_)  # divided on the host, before the cast
         mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, chunk_size=chunk_size)
         mean = np.asarray(mean, np.float64) * self.y_scale_
         return (mean, np.sqrt(np.asarray(var, np.float64)) * self.y_scale_) if return_std else mean

@@ -46,6 +46,7 @@ from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
+from bayeskit.core.xla import as_array
 from bayeskit.multilabel import probit
 
 PRIORS = ("entrywise", "ard")
@@ -430,8 +431,9 @@ def fit(
     _loop.check_throw(throw)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
-    hparams = _loop.as_arrays(hparams, jnp.asarray(X).dtype)
-    return _fit(key, jnp.asarray(X), jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter,
+    X = as_array(X)
+    hparams = _loop.as_arrays(hparams, X.dtype)
+    return _fit(key, X, as_array(Y, jnp.int8), hparams, max_iter=max_iter,
                 tol=_loop.tolerance(tol, jnp.asarray(X).dtype), progress=progress, throw=throw)
 
 

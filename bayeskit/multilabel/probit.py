@@ -43,6 +43,7 @@ from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult, readable_failure
+from bayeskit.core.xla import as_array
 
 
 class Hyperparams(eqx.Module):
@@ -344,9 +345,9 @@ def fit(
         validation.check_positive(
             alpha_lambda=hparams.alpha_lambda, beta_lambda=hparams.beta_lambda, alpha_psi=hparams.alpha_psi, beta_psi=hparams.beta_psi
         )
-    X = jnp.asarray(X)
-    hparams = jax.tree.map(lambda v: jnp.asarray(v, X.dtype), hparams)
-    return _fit(key, X, jnp.asarray(Y, jnp.int8), hparams, max_iter=max_iter,
+    X = as_array(X)
+    hparams = jax.tree.map(lambda v: as_array(v, X.dtype), hparams)
+    return _fit(key, X, as_array(Y, jnp.int8), hparams, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), progress=progress, throw=throw)
 
 

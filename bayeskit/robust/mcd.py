@@ -87,6 +87,7 @@ from scipy import stats
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
+from bayeskit.core.xla import as_array
 
 REWEIGHT_QUANTILE = 0.975
 CONVENTIONS = ("bayeskit", "robustbase")
@@ -520,8 +521,8 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
     if is_concrete(X):
         check_int_in("h", h, default_h(n, p), n)
         check_int_in("n_starts", n_starts, 1)
-    X = jnp.asarray(X)
-    return fit_core(key, X, jnp.asarray(h, jnp.int32), jnp.asarray(factors, X.dtype), n_starts, n_best, max_steps,
+    X = as_array(X)
+    return fit_core(key, X, as_array(h, jnp.int32), as_array(factors, X.dtype), n_starts, n_best, max_steps,
                     conventions, initial)
 
 

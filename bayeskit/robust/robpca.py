@@ -85,6 +85,7 @@ from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
+from bayeskit.core.xla import as_array
 from bayeskit.robust import mcd
 
 LABELS = ("regular", "good_leverage", "orthogonal", "bad_leverage")
@@ -378,8 +379,8 @@ def _fit_planned(key, X, k, alpha, k_max, k_for_h, n_directions, n_starts, use_m
                  low_mcd=None) -> FitResult:
     n, p = np.shape(X)
     h, h_mcd, factors = _plan(n, p, alpha, k_max, k_for_h, k, use_mcd, conventions)
-    X = jnp.asarray(X)
-    return _fit(key, X, k, jnp.asarray(h, jnp.int32), jnp.asarray(h_mcd, jnp.int32), jnp.asarray(factors, X.dtype), k_max,
+    X = as_array(X)
+    return _fit(key, X, k, as_array(h, jnp.int32), as_array(h_mcd, jnp.int32), as_array(factors, X.dtype), k_max,
                 n_directions, n_starts, use_mcd, conventions, low_mcd)
 
 
@@ -410,7 +411,7 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     while bool(result.state.exact_fit) and k > 1:
         k -= 1
         result = _fit_planned(key, X, k, alpha, k_max, min(k_for_h, k), **options, low_mcd=low_mcd)
-    return eqx.tree_at(lambda r: r.n_iter, result, jnp.asarray(first - k, jnp.int32))
+    return eqx.tree_at(lambda r: r.n_iter, result, as_array(first - k, jnp.int32))
 
 
 @partial(jax.jit, static_argnums=(2, 6, 7, 8, 9, 10))

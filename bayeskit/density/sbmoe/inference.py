@@ -36,6 +36,7 @@ from bayeskit.core import loop as _loop
 from bayeskit.core import validation
 from bayeskit.core.scaling import column_scales
 from bayeskit.core.status import FitResult, readable_failure
+from bayeskit.core.xla import as_array
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
 from bayeskit.density.sbmoe.model import (
@@ -420,8 +421,8 @@ def fit(
             )
         init_labels = agglomerative_labels(Y, hparams.n_experts)
     if init_labels is not None:
-        init_labels = jnp.asarray(init_labels, jnp.int32)
-    X = jnp.asarray(X)
+        init_labels = as_array(init_labels, jnp.int32)
+    X = as_array(X)
     priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
     return _fit(key, X, jnp.asarray(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
