@@ -1,7 +1,7 @@
 """What the library does about XLA's costs: an opt-in XLA setting for long vmapped CPU
-programs, the compiler options of loop programs, host arrays onto the device without a
-compiled program, and numpy's BLAS on one thread around the host-side linear algebra of
-the fits.
+programs, the compiler options of loop programs, and numpy's BLAS on one thread around the
+host-side linear algebra of the fits. Imports no JAX (the command line's help runs without
+it).
 
 XLA's concurrency-optimised scheduler on the CPU can deadlock (the process waits forever,
 idle) on vmapped programs of many while loops, such as FAST-MCD's 500 starts vmapped over
@@ -18,9 +18,6 @@ import contextlib
 import os
 from functools import cache
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 from threadpoolctl import ThreadpoolController
 
 FLAG = "xla_cpu_enable_concurrency_optimized_scheduler"
@@ -31,23 +28,6 @@ FLAG = "xla_cpu_enable_concurrency_optimized_scheduler"
 # two thirds of the time (LFRM's small problem: 3.3 s instead of 4.7-5.3 s).
 LOOP_PROGRAM = {"xla_backend_optimization_level": 1}
 
-
-def as_array(x, dtype=None):
-    """``jnp.asarray(x, dtype)``, but a NumPy array or scalar goes onto the device by
-    ``jax.device_put``: outside a trace ``jnp.asarray`` of one compiles and runs an identity
-    program per shape and dtype, one more program in a user's first fit or prediction
-    (and one more read of the persistent cache in every new process). The same array, its
-    dtype canonicalised as ``jnp.asarray`` does. So do a Python number and a tuple or list
-    of numbers given a ``dtype`` (without one a number stays weakly typed, as
-    ``jnp.asarray`` makes it); anything else (a tracer, a JAX array) goes to ``jnp.asarray``."""
-    if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and _numbers(x)):
-        return jax.device_put(np.asarray(x, dtype))
-    return jnp.asarray(x, dtype)
-
-
-def _numbers(x) -> bool:
-    number = (bool, int, float, np.generic)
-    return isinstance(x, number) or (isinstance(x, (tuple, list)) and all(isinstance(v, number) for v in x))
 
 
 def use_safe_cpu_scheduler(environ=os.environ) -> None:

@@ -61,9 +61,10 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
+from bayeskit.core.device import as_array
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete
-from bayeskit.core.xla import as_array, host_blas
+from bayeskit.core.xla import host_blas
 
 _MAX_HALVINGS = 50
 _SIGMA = 1e-3

@@ -39,10 +39,11 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
 from bayeskit.core.validation import check_int_in
-from bayeskit.core.xla import as_array, host_blas
+from bayeskit.core.xla import host_blas
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 

@@ -12,8 +12,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
-from bayeskit.core.xla import as_array, host_blas
+from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
 from bayeskit.estimators._common import finish, validate
 

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.xla import as_array
+from bayeskit.core.device import as_array
 from bayeskit.density import sbmoe
 from bayeskit.estimators._common import _best_restart, _key, validate
 

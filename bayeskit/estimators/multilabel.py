@@ -11,9 +11,9 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_products_in_range
 from bayeskit.core.status import Status
-from bayeskit.core.xla import as_array
 from bayeskit.estimators._common import _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss

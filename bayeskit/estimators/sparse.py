@@ -11,8 +11,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, unit_scale
-from bayeskit.core.xla import as_array
 from bayeskit.estimators._common import _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 

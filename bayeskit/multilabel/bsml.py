@@ -44,9 +44,9 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
+from bayeskit.core.device import as_array
 from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.xla import as_array
 from bayeskit.multilabel import probit
 
 PRIORS = ("entrywise", "ard")

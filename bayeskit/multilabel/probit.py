@@ -40,10 +40,10 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
+from bayeskit.core.device import as_array
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.xla import as_array
 
 
 class Hyperparams(eqx.Module):

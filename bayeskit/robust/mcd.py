@@ -84,10 +84,10 @@ from jax.scipy.special import gammainc
 from jaxtyping import Array, Bool, Float
 from scipy import stats
 
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
-from bayeskit.core.xla import as_array
 
 REWEIGHT_QUANTILE = 0.975
 CONVENTIONS = ("bayeskit", "robustbase")

@@ -81,11 +81,11 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
+from bayeskit.core.device import as_array
 from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
-from bayeskit.core.xla import as_array
 from bayeskit.robust import mcd
 
 LABELS = ("regular", "good_leverage", "orthogonal", "bad_leverage")

@@ -1,11 +1,7 @@
-import jax
-import jax.numpy as jnp
 import numpy as np
-import pytest
-from jax._src import monitoring
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from bayeskit.core.xla import FLAG, as_array, host_blas, use_safe_cpu_scheduler
+from bayeskit.core.xla import FLAG, host_blas, use_safe_cpu_scheduler
 
 
 def blas_threads() -> list[int]:
@@ -39,35 +35,3 @@ def test_safe_scheduler_flag_is_added_once_and_never_overrides_the_users_choice(
     use_safe_cpu_scheduler(mine)
     assert mine["XLA_FLAGS"] == f"--{FLAG}=true"
 
-
-_compiled = []
-monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: _compiled.append(kw.get("fun_name")) if event.endswith("backend_compile_duration") else None)
-
-
-@pytest.mark.parametrize("x, dtype", [
-    (np.arange(6.0).reshape(2, 3), None), (np.arange(6).reshape(3, 2), None), (np.ones(4, np.float32), None),
-    (np.float64(2.5), None), (np.arange(5.0), jnp.int32), (np.arange(4), jnp.int8), (7, jnp.int32), (0.25, jnp.float32),
-    ((1.0, 2.0), jnp.float64), ([True, False], None), (3.0, None), (jnp.arange(3.0), None)])
-def test_as_array_is_jnp_asarray_and_puts_host_data_on_the_device_without_compiling(x, dtype):
-    jax.clear_caches()  # jnp.asarray's identity programs compile again, where it would run one
-    _compiled.clear()
-    got = as_array(x, dtype)
-    if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and not isinstance(x, jax.Array)):
-        assert _compiled == [], _compiled  # a Python number or list without a dtype goes to jnp.asarray
-    want = jnp.asarray(x, dtype)
-    assert isinstance(got, jax.Array)
-    assert got.dtype == want.dtype and got.shape == want.shape and got.weak_type == want.weak_type
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-
-
-def test_jnp_asarray_of_a_host_array_compiles_a_program():
-    """What as_array avoids (if JAX stops doing it, as_array can go)."""
-    jax.clear_caches()
-    _compiled.clear()
-    jnp.asarray(np.arange(3.0))
-    assert _compiled
-
-
-def test_as_array_passes_tracers_through():
-    assert jax.jit(lambda v: as_array(v, jnp.float32) * 2)(np.arange(3.0)).dtype == jnp.float32

@@ -34,9 +34,9 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from bayeskit.core import loop as _loop
 from bayeskit.core import validation
+from bayeskit.core.device import as_array
 from bayeskit.core.scaling import column_scales
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.xla import as_array
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
 from bayeskit.density.sbmoe.model import (
