@@ -176,15 +176,16 @@ def _mmsb_fit(keys, Y, train, n_blocks, symmetric, single, max_iter):
 
 
 def _mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
-    """BIC choice of the number of blocks (one start each), then ``restarts`` starts."""
+    """BIC choice of the number of blocks (one start each), then ``restarts`` starts; a
+    grid of one number of blocks (quick mode) is no choice, and runs no BIC fit."""
     n, n_rel, cells = Y.shape[1], Y.shape[0], train.sum()
     k_select, k_run = jax.random.split(key)
     bic = {}
-    for k in grid:
+    for k in grid if len(grid) > 1 else ():
         bound = float(np.sum(_mmsb_fit(jax.random.split(k_select, 1), Y, train, k, symmetric, single, max_iter).objective))
         n_params = n * (k - 1) * (n_rel if single else 1) + n_rel * (k * (k + 1) // 2 if symmetric else k * k)
         bic[k] = 2 * bound - n_params * np.log(cells)
-    best = max(bic, key=bic.get)
+    best = max(bic, key=bic.get) if bic else grid[0]
     result = _mmsb_fit(jax.random.split(k_run, restarts), Y, train, best, symmetric, single, max_iter)
     state = result.state
     predict = (lambda s: np.asarray(jax.vmap(mmsb.predict_proba)(s))[:, 0]) if single else (lambda s: np.asarray(mmsb.predict_proba(s)))
