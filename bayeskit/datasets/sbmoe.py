@@ -40,10 +40,26 @@ def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: i
     return jnp.log(zeta + 0.4 * tau + 0.1)[..., None]
 
 
-@functools.partial(jax.jit, static_argnames=("n", "dtype"))
+MIN_ROWS = 4096
+
+
+def drawn_rows(n: int) -> int:
+    """How many rows the generators draw for ``n``: a power of two, at least ``MIN_ROWS``,
+    so that every size up to it runs one compiled program (a Gamma sampler takes one to two
+    seconds to compile). Each row's draws come from its own counter-based key, so the first
+    ``n`` rows are the draws of size ``n`` (bit for bit at the experiments' sizes; a matrix
+    product of another shape may round by an ulp)."""
+    return max(MIN_ROWS, 1 << max(n - 1, 0).bit_length())
+
+
 def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Array]:
     """``n`` pairs (X (n, 2), Y (n, 1)) of the 1-D problem of Section 4.1."""
-    dtype = dtype or jnp.result_type(float)
+    X, Y = _synthetic_1d(key, drawn_rows(n), dtype or jnp.result_type(float))
+    return X[:n], Y[:n]
+
+
+@functools.partial(jax.jit, static_argnames=("n", "dtype"))
+def _synthetic_1d(key: PRNGKeyArray, n: int, dtype) -> tuple[Array, Array]:
     k_x, k_y = jax.random.split(key)
     X = _lognormal_inputs(k_x, n, dtype)
     return X, sbmoe_conditional_1d(k_y, X, 1)[0]
@@ -100,12 +116,15 @@ def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: i
     return jnp.stack([jnp.log(zeta[..., 0, 0]), sign * jnp.log(zeta[..., 1, 1])], axis=-1)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "dtype", "return_latent"))
 def sbmoe_synthetic_2d(key: PRNGKeyArray, n: int, dtype=None, *, return_latent: bool = False):
     """``n`` pairs (X (n, 32), Y (n, 2)) of the 2-D problem of Section 4.2; with
     ``return_latent`` also the latent ``e`` (n, 2) that the true conditional needs."""
-    dtype = dtype or jnp.result_type(float)
+    X, Y, E = (a[:n] for a in _synthetic_2d(key, drawn_rows(n), dtype or jnp.result_type(float)))
+    return (X, Y, E) if return_latent else (X, Y)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "dtype"))
+def _synthetic_2d(key: PRNGKeyArray, n: int, dtype):
     k_e, k_y = jax.random.split(key)
     E = _lognormal_inputs(k_e, n, dtype)
-    X, Y = sbmoe_features_2d(E), sbmoe_conditional_2d(k_y, E, 1)[0]
-    return (X, Y, E) if return_latent else (X, Y)
+    return sbmoe_features_2d(E), sbmoe_conditional_2d(k_y, E, 1)[0], E
