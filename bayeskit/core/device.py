@@ -14,7 +14,10 @@ def as_array(x, dtype=None):
     (and one more read of the persistent cache in every new process). The same array, its
     dtype canonicalised as ``jnp.asarray`` does. So do a Python number and a tuple or list
     of numbers given a ``dtype`` (without one a number stays weakly typed, as
-    ``jnp.asarray`` makes it); anything else (a tracer, a JAX array) goes to ``jnp.asarray``."""
+    ``jnp.asarray`` makes it), and anything else NumPy can read (a pandas DataFrame); a
+    tracer or a JAX array goes to ``jnp.asarray``."""
+    if not isinstance(x, (jax.Array, np.ndarray)) and hasattr(x, "__array__"):
+        x = np.asarray(x)  # a pandas DataFrame or Series, for example
     if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and _numbers(x)):
         return jax.device_put(np.asarray(x, dtype))
     return jnp.asarray(x, dtype)

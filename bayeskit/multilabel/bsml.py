@@ -465,7 +465,6 @@ def predict_scores(state: State, X: Float[Array, "m d"], *, chunk_size: int | No
     return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
 
 
-@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
 def predict_proba(
     state: State,
     X: Float[Array, "m d"],
@@ -474,21 +473,27 @@ def predict_proba(
     predictive: str = "consistent",
     chunk_size: int | None = None,
 ) -> Array:
-    """``P(y* = 1 | x*)`` for every label, shape (m, L).
+    """``P(y* = 1 | x*)`` for every label, shape (m, L), one compiled program.
 
     ``predictive="consistent"`` divides the mean score by its standard deviation (a
     proper probit predictive); ``"author"`` divides by the variance as the author's code
     does (same 0.5-threshold decisions). BSSML normalises over the two sides of the
     low-density region (Section 3.2). ``chunk_size`` bounds the rows processed at once.
+    ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`fit`.
     """
     validation.check_choice("predictive", predictive, PREDICTIVES)
+    return _predict_proba(state, as_array(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)
+
+
+@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
+def _predict_proba(state: State, X, hparams: Hyperparams, *, predictive: str, chunk_size: int | None) -> Array:
     priors = hparams.classifier_priors()
 
     def rows(x):
         mean, var = predict_scores(state, x)
         return probit.predictive_probability(mean, var, priors, hparams.semisupervised, predictive)
 
-    return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
+    return map_blocks(rows, X, chunk_size)
 
 
 def component_relevance(state: State) -> Array:

@@ -366,14 +366,18 @@ def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
     )
 
 
-@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
 def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consistent",
                   chunk_size: int | None = None) -> Array:
-    """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time; see
-    :func:`predictive_probability`."""
+    """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time, one
+    compiled program; see :func:`predictive_probability`. ``X`` may be anything
+    array-like (e.g. a pandas DataFrame), as in :func:`fit`."""
+    return _predict_proba(cs, as_array(X, cs.coef_mean.dtype), predictive=predictive, chunk_size=chunk_size)
 
+
+@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
+def _predict_proba(cs: State, X, *, predictive: str, chunk_size: int | None) -> Array:
     def rows(x):
         return predictive_probability(*predictive_scores(cs, x), Hyperparams(), False, predictive)
 
-    return map_blocks(rows, jnp.asarray(X, cs.coef_mean.dtype), chunk_size)
+    return map_blocks(rows, X, chunk_size)
 

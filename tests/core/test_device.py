@@ -37,3 +37,14 @@ def test_jnp_asarray_of_a_host_array_compiles_a_program():
 
 def test_as_array_passes_tracers_through():
     assert jax.jit(lambda v: as_array(v, jnp.float32) * 2)(np.arange(3.0)).dtype == jnp.float32
+
+
+def test_as_array_reads_a_dataframe_as_numpy_does():
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(np.arange(12.0).reshape(4, 3))
+    jax.clear_caches()
+    _compiled.clear()
+    got = as_array(frame, jnp.float32)
+    assert _compiled == [], _compiled
+    assert got.dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(got), frame.to_numpy(np.float32))

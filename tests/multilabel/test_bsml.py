@@ -390,6 +390,16 @@ def test_predictive_forms(small, name):
     np.testing.assert_allclose(chunked, consistent, rtol=1e-12)
 
 
+def test_functional_predictions_take_a_dataframe_as_fit_does(small):
+    pd = pytest.importorskip("pandas")
+    X, Y = small
+    hp = CONFIGS["bsml"]
+    state = bsml.fit(jax.random.key(0), pd.DataFrame(X), Y, hp, max_iter=5, throw=False).state
+    np.testing.assert_array_equal(bsml.predict_proba(state, pd.DataFrame(X), hp), bsml.predict_proba(state, X, hp))
+    cs = probit.fit(jax.random.key(0), X, Y, max_iter=5, throw=False).state
+    np.testing.assert_array_equal(probit.predict_proba(cs, pd.DataFrame(X)), probit.predict_proba(cs, X))
+
+
 def test_save_and_load_roundtrip(small, tmp_path):
     import bayeskit
 
