@@ -7,19 +7,41 @@ import jax.numpy as jnp
 import numpy as np
 
 
-def as_array(x, dtype=None):
-    """``jnp.asarray(x, dtype)``, but a NumPy array or scalar goes onto the device by
-    ``jax.device_put``: outside a trace ``jnp.asarray`` of one compiles and runs an identity
-    program per shape and dtype, one more program in a user's first fit or prediction
-    (and one more read of the persistent cache in every new process). The same array, its
-    dtype canonicalised as ``jnp.asarray`` does. So do a Python number and a tuple or list
-    of numbers given a ``dtype`` (without one a number stays weakly typed, as
-    ``jnp.asarray`` makes it), and anything else NumPy can read (a pandas DataFrame); a
-    tracer or a JAX array goes to ``jnp.asarray``."""
-    if not isinstance(x, (jax.Array, np.ndarray)) and hasattr(x, "__array__"):
+def as_array(x, dtype=None) -> jax.Array:
+    """``jnp.asarray(x, dtype)`` without a compiled program for host data.
+
+    Outside a trace, ``jnp.asarray`` of a NumPy array compiles and runs an identity program
+    per shape and dtype: one more program in a user's first fit or prediction, and one more
+    read of the persistent cache in every new process. Here a NumPy array or scalar goes onto
+    the device by ``jax.device_put``, as a copy (the caller may change their array
+    afterwards), its dtype canonicalised as ``jnp.asarray`` does.
+
+    Parameters
+    ----------
+    x : array-like
+        A NumPy array or scalar; a Python number, or a tuple or list of numbers (with a
+        ``dtype`` these go through NumPy too; without one a number stays weakly typed, as
+        ``jnp.asarray`` makes it); anything else NumPy can read, such as a pandas DataFrame;
+        a JAX array or a tracer, which go to ``jnp.asarray``.
+    dtype : dtype, optional
+        The requested dtype, canonicalised (float64 becomes float32 without x64).
+
+    Returns
+    -------
+    jax.Array
+        The same array as ``jnp.asarray(x, dtype)``: dtype, weak type, shape and values.
+
+    Raises
+    ------
+    ValueError
+        For a NumPy masked array, which ``jnp.asarray`` refuses too.
+    """
+    if isinstance(x, np.ma.MaskedArray):
+        raise ValueError("a masked array cannot be read (as jnp.asarray refuses it): use its .filled() or drop the masked entries")
+    if not isinstance(x, (jax.Array, np.ndarray)) and hasattr(x, "__array__") and not hasattr(x, "__jax_array__"):
         x = np.asarray(x)  # a pandas DataFrame or Series, for example
     if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and _numbers(x)):
-        return jax.device_put(np.asarray(x, dtype))
+        return jax.device_put(np.array(x, dtype, copy=True))  # the transfer may read x after we return
     return jnp.asarray(x, dtype)
 
 

@@ -2,13 +2,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax._src import monitoring
+from compilations import count_compilations
 
 from bayeskit.core.device import as_array
-
-_compiled = []
-monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: _compiled.append(kw.get("fun_name")) if event.endswith("backend_compile_duration") else None)
 
 
 @pytest.mark.parametrize("x, dtype", [
@@ -17,10 +13,10 @@ monitoring.register_event_duration_secs_listener(
     ((1.0, 2.0), jnp.float64), ([True, False], None), (3.0, None), (jnp.arange(3.0), None)])
 def test_as_array_is_jnp_asarray_and_puts_host_data_on_the_device_without_compiling(x, dtype):
     jax.clear_caches()  # jnp.asarray's identity programs compile again, where it would run one
-    _compiled.clear()
-    got = as_array(x, dtype)
+    with count_compilations() as seen:
+        got = as_array(x, dtype)
     if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and not isinstance(x, jax.Array)):
-        assert _compiled == [], _compiled  # a Python number or list without a dtype goes to jnp.asarray
+        assert seen["compiled"] == [], seen  # a Python number or list without a dtype goes to jnp.asarray
     want = jnp.asarray(x, dtype)
     assert isinstance(got, jax.Array)
     assert got.dtype == want.dtype and got.shape == want.shape and got.weak_type == want.weak_type
@@ -30,9 +26,9 @@ def test_as_array_is_jnp_asarray_and_puts_host_data_on_the_device_without_compil
 def test_jnp_asarray_of_a_host_array_compiles_a_program():
     """What as_array avoids (if JAX stops doing it, as_array can go)."""
     jax.clear_caches()
-    _compiled.clear()
-    jnp.asarray(np.arange(3.0))
-    assert _compiled
+    with count_compilations() as seen:
+        jnp.asarray(np.arange(3.0))
+    assert seen["compiles"] == 1, seen
 
 
 def test_as_array_passes_tracers_through():
@@ -43,8 +39,39 @@ def test_as_array_reads_a_dataframe_as_numpy_does():
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(np.arange(12.0).reshape(4, 3))
     jax.clear_caches()
-    _compiled.clear()
-    got = as_array(frame, jnp.float32)
-    assert _compiled == [], _compiled
+    with count_compilations() as seen:
+        got = as_array(frame, jnp.float32)
+    assert seen["compiled"] == [], seen
     assert got.dtype == jnp.float32
     np.testing.assert_array_equal(np.asarray(got), frame.to_numpy(np.float32))
+
+
+def test_as_array_copies_the_callers_array():
+    """The transfer to the device runs asynchronously and may read the caller's buffer after
+    ``jax.device_put`` returns (about one time in three on the CPU)."""
+    for _ in range(50):
+        x = np.arange(64.0)
+        got = as_array(x)
+        x[:] = -1.0
+        np.testing.assert_array_equal(np.asarray(got), np.arange(64.0))
+
+
+def test_as_array_refuses_a_masked_array_as_jnp_asarray_does():
+    masked = np.ma.masked_array([1.0, 2.0], mask=[False, True])
+    for convert in (as_array, jnp.asarray):
+        with pytest.raises(ValueError, match="masked"):
+            convert(masked)
+
+
+def test_as_array_canonicalises_dtypes_as_jnp_asarray_does_without_x64():
+    with jax.enable_x64(False):
+        for x, dtype in [(np.arange(3.0), None), (np.arange(3), None), (2.5, jnp.float64), (np.arange(3.0), jnp.int64)]:
+            got, want = as_array(x, dtype), jnp.asarray(x, dtype)
+            assert got.dtype == want.dtype and got.weak_type == want.weak_type, (x, dtype, got.dtype, want.dtype)
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_as_array_inside_vmap_is_jnp_asarray():
+    got = jax.vmap(lambda v: as_array(v, jnp.float32) + 1)(np.arange(6.0).reshape(3, 2))
+    assert got.dtype == jnp.float32 and got.shape == (3, 2)
+    np.testing.assert_array_equal(np.asarray(got), np.arange(6.0).reshape(3, 2) + 1)
