@@ -8,7 +8,6 @@ returns the one shape of a fit, :class:`~bayeskit.core.status.FitResult`."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import importlib
 import inspect
@@ -18,8 +17,8 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from compilations import count_compilations
 from identical import assert_identical
-from jax import monitoring
 
 from bayeskit import estimators as E
 from bayeskit.core.status import FitResult
@@ -27,33 +26,6 @@ from bayeskit.density import sbmoe
 from bayeskit.multilabel import bsml, probit
 from bayeskit.relational import mmsb
 from bayeskit.robust import mcd, robpca
-
-_TRACE = "/jax/core/compile/jaxpr_trace_duration"
-_COMPILE = "/jax/core/compile/backend_compile_duration"
-_counts = {"on": False, _TRACE: 0, _COMPILE: 0, "names": []}
-
-
-def _listen(event, duration, **kwargs):
-    if _counts["on"] and event in (_TRACE, _COMPILE):
-        _counts[event] += 1
-        if event == _COMPILE:
-            _counts["names"].append(kwargs.get("fun_name", ""))
-
-
-monitoring.register_event_duration_secs_listener(_listen)
-
-
-@contextlib.contextmanager
-def count_compilations():
-    """Counts the traces and XLA compilations inside the block: ``{"traces", "compiles",
-    "compiled"}``, the last the names of the compiled programs."""
-    seen = {}
-    _counts.update({"on": True, _TRACE: 0, _COMPILE: 0, "names": []})
-    try:
-        yield seen
-    finally:
-        _counts["on"] = False
-        seen.update(traces=_counts[_TRACE], compiles=_counts[_COMPILE], compiled=list(_counts["names"]))
 
 
 def multilabel(rng):

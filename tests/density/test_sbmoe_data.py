@@ -4,13 +4,9 @@ gives exactly the draws of its own size."""
 import jax
 import numpy as np
 import pytest
-from jax._src import monitoring
+from compilations import count_compilations
 
 from bayeskit.datasets import sbmoe as data
-
-_compiled = []
-monitoring.register_event_duration_secs_listener(
-    lambda event, duration, **kw: _compiled.append(kw.get("fun_name")) if event.endswith("backend_compile_duration") else None)
 
 
 @pytest.mark.parametrize("n", [1, 37, 200, 2000, data.MIN_ROWS, data.MIN_ROWS + 1])
@@ -29,8 +25,8 @@ def test_the_first_rows_of_a_larger_draw_are_the_draw_of_that_size(n):
 
 def test_sizes_up_to_min_rows_share_one_generator_program():
     data.sbmoe_synthetic_1d(jax.random.key(0), 11)
-    _compiled.clear()
-    X, Y = data.sbmoe_synthetic_1d(jax.random.key(1), 2000)
+    with count_compilations() as seen:
+        X, Y = data.sbmoe_synthetic_1d(jax.random.key(1), 2000)
     assert X.shape == (2000, 2) and Y.shape == (2000, 1)
-    assert not any("synthetic" in name for name in _compiled), _compiled
+    assert not any("synthetic" in name for name in seen["compiled"]), seen
     assert data.drawn_rows(1) == data.drawn_rows(data.MIN_ROWS) == data.MIN_ROWS and data.drawn_rows(data.MIN_ROWS + 1) == 2 * data.MIN_ROWS
