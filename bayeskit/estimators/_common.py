@@ -42,11 +42,13 @@ def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X"
     return validate_data(estimator, X, y, **kwargs)
 
 
-def _key(random_state, n: int | None = None):
+def _key(random_state, n: int | None = None) -> jax.Array | tuple[jax.Array, ...]:
     """A JAX key from scikit-learn's ``random_state``: None (fresh entropy), a non-negative
     int or a NumPy ``RandomState``; with ``n``, the tuple ``jax.random.split(key, n)``. Both
     come from one compiled program (not the three or four that seeding, splitting and
-    unpacking run one by one), with the same keys."""
+    unpacking run one by one), with the same keys, of JAX's default PRNG implementation
+    (``jax_default_prng_impl``) at the time of the call. A seed of 2**32 or more is made
+    eagerly, as ``jax.random.key`` makes it."""
     integer = isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
     if not (random_state is None or isinstance(random_state, np.random.RandomState) or (integer and random_state >= 0)):
         raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got {random_state!r}.")
@@ -58,12 +60,12 @@ def _key(random_state, n: int | None = None):
     if seed >= 2**32:  # a 64-bit seed: as jax.random.key takes it
         key = jax.random.key(seed)
         return key if n is None else tuple(jax.random.split(key, n))
-    return _derive_keys(np.uint32(seed), n)
+    return _derive_keys(np.uint32(seed), n, jax.config.jax_default_prng_impl)
 
 
-@partial(jax.jit, static_argnums=1)
-def _derive_keys(seed, n: int | None):
-    key = jax.random.key(seed)
+@partial(jax.jit, static_argnums=(1, 2))
+def _derive_keys(seed, n: int | None, impl: str):
+    key = jax.random.key(seed, impl=impl)
     return key if n is None else tuple(jax.random.split(key, n))
 
 

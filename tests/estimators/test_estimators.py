@@ -118,3 +118,19 @@ def test_keys_from_random_state_are_jax_own_seeding_and_splitting(random_state):
     assert len(got) == 3
     for g, w in zip(got, want):
         np.testing.assert_array_equal(data(g), data(w))
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_keys_from_random_state_follow_jax_default_prng_impl(impl):
+    from bayeskit.estimators._common import _key
+
+    default = jax.config.jax_default_prng_impl
+    jax.config.update("jax_default_prng_impl", impl)
+    try:
+        key, keys = _key(5), _key(5, 2)
+        want = jax.random.key(5)
+    finally:
+        jax.config.update("jax_default_prng_impl", default)
+    assert jax.random.key_impl(key) == jax.random.key_impl(keys[1]) == jax.random.key_impl(want)
+    np.testing.assert_array_equal(jax.random.key_data(key), jax.random.key_data(want))
+    np.testing.assert_array_equal(jax.random.key_data(keys[1]), jax.random.key_data(jax.random.split(want, 2)[1]))
