@@ -1,5 +1,5 @@
 """What the library does about XLA's costs: an opt-in XLA setting for long vmapped CPU
-programs, the compiler options of loop programs, and numpy's BLAS on one thread around the
+programs, the compiler options of loop programs on the CPU, and numpy's BLAS on one thread around the
 host-side linear algebra of the fits. Imports no JAX (the command line's help runs without
 it).
 
@@ -22,12 +22,23 @@ from threadpoolctl import ThreadpoolController
 
 FLAG = "xla_cpu_enable_concurrency_optimized_scheduler"
 
-# Compiler options of programs that are one long loop of small steps (the MCMC drivers):
-# LLVM's lighter optimisation level. Their time goes to the loop's many small operations,
-# not to long vectorisable ones, so the lighter pipeline runs them as fast and compiles in
-# two thirds of the time (LFRM's small problem: 3.3 s instead of 4.7-5.3 s).
-LOOP_PROGRAM = {"xla_backend_optimization_level": 1}
+LEVEL = "xla_backend_optimization_level"
 
+
+def loop_program(platform: str, environ=os.environ) -> dict:
+    """Compiler options for a program that is one long loop of small steps (the MCMC drivers)
+    on ``platform``.
+
+    On the CPU, LLVM's lighter optimisation level (1 of 3): the loop's time goes to many
+    small operations, not to long vectorisable ones, so the lighter pipeline runs it as fast
+    and compiles it in about two thirds of the time (LFRM's small problem: 2.7-3.3 s instead
+    of 4.8 s). Vectorised programs run slower under it, so it is kept to the loops. No
+    options elsewhere (the GPU's kernels were not measured) or when ``XLA_FLAGS`` sets the
+    level itself (the user's choice, or the tests' level 0), which options would override.
+    """
+    if platform != "cpu" or LEVEL in environ.get("XLA_FLAGS", ""):
+        return {}
+    return {LEVEL: 1}
 
 
 def use_safe_cpu_scheduler(environ=os.environ) -> None:

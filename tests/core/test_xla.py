@@ -1,7 +1,7 @@
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from bayeskit.core.xla import FLAG, host_blas, use_safe_cpu_scheduler
+from bayeskit.core.xla import FLAG, LEVEL, host_blas, loop_program, use_safe_cpu_scheduler
 
 
 def blas_threads() -> list[int]:
@@ -35,3 +35,10 @@ def test_safe_scheduler_flag_is_added_once_and_never_overrides_the_users_choice(
     use_safe_cpu_scheduler(mine)
     assert mine["XLA_FLAGS"] == f"--{FLAG}=true"
 
+
+
+def test_loop_programs_take_the_lighter_level_on_the_cpu_only_and_never_over_the_users_flags():
+    assert loop_program("cpu", {}) == {LEVEL: 1}
+    assert loop_program("cpu", {"XLA_FLAGS": "--xla_dump_to=x"}) == {LEVEL: 1}
+    assert loop_program("cpu", {"XLA_FLAGS": f"--{LEVEL}=0"}) == {}
+    assert loop_program("gpu", {}) == loop_program("tpu", {}) == {}
