@@ -125,10 +125,10 @@ def country_covariates(d) -> dict:
 
 def r_hat_log_joint(samples, single: bool) -> float:
     """Split R-hat of the log joint over the restarts; the largest over relations when
-    each has its own model."""
+    each has its own model, NaN if any relation's is undefined (whatever their order)."""
     lj = np.asarray(samples["log_joint"])
     per_run = lj if single else lj[None]
-    return max(diagnostics({"log_joint": x}, ("log_joint",))["log_joint"]["r_hat"] for x in per_run)
+    return float(np.max([diagnostics({"log_joint": x}, ("log_joint",))["log_joint"]["r_hat"] for x in per_run]))
 
 
 def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
@@ -270,9 +270,10 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
     return row
 
 
-# A split's R-hat at or above this (or NaN, or inf) means every restart's log joint stayed
-# fixed within each half of its retained draws: the (split) within-restart variance is rounding noise (or zero), so R-hat
-# measures only how far apart the frozen restarts are. Counted apart, not averaged in.
+# A split's R-hat is undefined (NaN) where a restart's log joint stayed constant, and at or
+# above this (or inf) where the within-restart variance of the split halves is rounding
+# noise against the spread between restarts: the restarts are frozen, each in its own state,
+# and R-hat measures only how far apart they are. Counted apart, not averaged in.
 FROZEN_R_HAT = 1e6
 
 
@@ -327,9 +328,10 @@ def _table(summary: dict, st: dict) -> None:
     for case, s in summary.items():
         for m, v in s.items():
             if v.get("frozen_splits"):
-                print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits every restart's log joint stayed "
-                           "fixed within each half of its retained draws (the chain kept its state): R-hat there is "
-                           "undefined or astronomically large and is left out of the median / max; the restarts have not mixed.")
+                print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits the restarts froze: R-hat of the "
+                           f"log joint is undefined (a restart's log joint stayed constant) or at least {FROZEN_R_HAT:.0e} "
+                           "(its variance within restarts is rounding noise against the spread between them); those splits "
+                           "are left out of the median / max; the restarts have not mixed.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

@@ -127,6 +127,10 @@ def test_r_hat_of_the_log_joint_flags_chains_that_disagree():
     assert exp.r_hat_log_joint({"log_joint": apart}, single=False) > 2
     # separate relations: (relation, chain, draw), the worst relation counts
     assert exp.r_hat_log_joint({"log_joint": np.stack([mixed, apart])}, single=True) > 2
+    # a relation whose R-hat is undefined (constant draws) makes the whole undefined, in either order
+    constant = np.full_like(mixed, -5.0)
+    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([mixed, constant])}, single=True))
+    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([constant, mixed])}, single=True))
 
 
 def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, tmp_path, fake, capsys):
