@@ -264,7 +264,7 @@ def _direction_batched(axis_size, in_batched, theta, W, S, L, inner_tol, max_swe
 def update(state: State, S, hparams: Hyperparams) -> State:
     """One step of the state's solver: a sweep over the columns (6)-(8) for a
     :class:`SweepState`, else a Newton step (3)-(5)."""
-    S = jnp.asarray(S)
+    S = as_array(S)
     if isinstance(state, SweepState):
         return _sweep_update(state, S, hparams)
     return _newton_update(state, S, hparams)
@@ -423,12 +423,12 @@ def path(S, alphas, *, penalize_diagonal: bool = False, solver: str = "auto", ma
     """Solutions of (1) along ``alphas`` (give them in decreasing order), each step
     warm-started from the previous solution; a :class:`FitResult` whose leaves have a
     leading axis over ``alphas``."""
-    alphas = jnp.asarray(alphas)
+    alphas = as_array(alphas)
     check_choice("solver", solver, SOLVERS)
     if is_concrete(S, alphas):
         check_alpha(alphas)
         check_covariance(S, alphas)
-    S = jnp.asarray(S)
+    S = as_array(S)
     first = init(S, Hyperparams(alphas[0], penalize_diagonal, solver))
 
     def one(state, alpha):

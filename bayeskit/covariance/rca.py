@@ -61,6 +61,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
+from bayeskit.core.device import as_array
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
 from bayeskit.core.validation import is_concrete
@@ -104,7 +105,7 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Fit
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
-    return _fit(jnp.asarray(C), jnp.asarray(Sigma), n_components)
+    return _fit(as_array(C), as_array(Sigma), n_components)
 
 
 @functools.partial(jax.jit, static_argnames="n_components")
@@ -254,9 +255,9 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
         glasso.check_alpha(hp.alpha)
         check_noise_variance(hp.noise_variance)
         check_components(hp.n_components, np.shape(C)[0])
-    C = jnp.asarray(C)
+    C = as_array(C)
     return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
-                   glasso_tol=jnp.asarray(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
+                   glasso_tol=as_array(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
 
 
 @eqx.filter_jit
@@ -273,13 +274,13 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
     """EM/RCA along ``alphas``, each fit warm-started from the previous solution (give
     the penalties in decreasing order, from sparse to dense); leaves of the result have a
     leading axis over ``alphas``."""
-    alphas = jnp.asarray(alphas)
+    alphas = as_array(alphas)
     if is_concrete(C, alphas):
         check_covariance(C, "C", definite=False)
         glasso.check_alpha(alphas)
         check_noise_variance(noise_variance)
         check_components(n_components, np.shape(C)[0])
-    C = symmetrize(jnp.asarray(C))
+    C = symmetrize(as_array(C))
 
     def hparams(alpha):
         return EMHyperparams(alpha, noise_variance, penalize_diagonal, n_components)

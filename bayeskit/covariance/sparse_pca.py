@@ -153,7 +153,7 @@ def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, i
     ``max_iter``: new penalties and data compile nothing; vmappable over both."""
     loop.check_tol(tol)
     loop.check_throw(throw)
-    Sigma = jnp.asarray(Sigma)
+    Sigma = as_array(Sigma)
     return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)
 

@@ -328,8 +328,8 @@ def _provisional_planned(key, X, alpha, k_max, n_directions, n_starts, use_mcd, 
     n, p = np.shape(X)
     k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k_max
     h, h_mcd, factors = _plan(n, p, alpha, k_max, max(k_for_h, 1), 1, use_mcd, conventions)
-    X = jnp.asarray(X)
-    return _provisional(key, X, jnp.asarray(h, jnp.int32), jnp.asarray(h_mcd, jnp.int32), jnp.asarray(factors, X.dtype),
+    X = as_array(X)
+    return _provisional(key, X, as_array(h, jnp.int32), as_array(h_mcd, jnp.int32), as_array(factors, X.dtype),
                         k_max, n_directions, n_starts, use_mcd, conventions)
 
 

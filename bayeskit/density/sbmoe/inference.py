@@ -424,7 +424,7 @@ def fit(
         init_labels = as_array(init_labels, jnp.int32)
     X = as_array(X)
     priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
-    return _fit(key, X, jnp.asarray(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
+    return _fit(key, X, as_array(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
 
 
