@@ -434,7 +434,7 @@ def fit(
     X = as_array(X)
     hparams = _loop.as_arrays(hparams, X.dtype)
     return _fit(key, X, as_array(Y, jnp.int8), hparams, max_iter=max_iter,
-                tol=_loop.tolerance(tol, jnp.asarray(X).dtype), progress=progress, throw=throw)
+                tol=_loop.tolerance(tol, X.dtype), progress=progress, throw=throw)
 
 
 @eqx.filter_jit
@@ -455,14 +455,14 @@ def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
 
 def transform(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> Array:
     """Embeddings ``E[z*] = <Q>' x*`` of new inputs, shape (m, R), ``chunk_size`` rows at a time."""
-    return map_blocks(lambda x: x @ state.q_mean, jnp.asarray(X, state.q_mean.dtype), chunk_size)
+    return map_blocks(lambda x: x @ state.q_mean, as_array(X, state.q_mean.dtype), chunk_size)
 
 
 def predict_scores(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> tuple[Array, Array]:
     """Mean and variance of the predictive scores ``t*`` (Section 2.4), each (m, L),
     ``chunk_size`` rows at a time."""
     rows = lambda x: probit.predictive_scores(state.classifier, x @ state.q_mean)  # noqa: E731
-    return map_blocks(rows, jnp.asarray(X, state.q_mean.dtype), chunk_size)
+    return map_blocks(rows, as_array(X, state.q_mean.dtype), chunk_size)
 
 
 def predict_proba(
@@ -482,7 +482,8 @@ def predict_proba(
     ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`fit`.
     """
     validation.check_choice("predictive", predictive, PREDICTIVES)
-    return _predict_proba(state, as_array(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)
+    X = X if isinstance(X, jax.Array) else as_array(X, state.q_mean.dtype)  # a JAX array is cast inside the program
+    return _predict_proba(state, X, hparams, predictive=predictive, chunk_size=chunk_size)
 
 
 @partial(jax.jit, static_argnames=("predictive", "chunk_size"))
@@ -493,7 +494,7 @@ def _predict_proba(state: State, X, hparams: Hyperparams, *, predictive: str, ch
         mean, var = predict_scores(state, x)
         return probit.predictive_probability(mean, var, priors, hparams.semisupervised, predictive)
 
-    return map_blocks(rows, X, chunk_size)
+    return map_blocks(rows, X.astype(state.q_mean.dtype), chunk_size)
 
 
 def component_relevance(state: State) -> Array:

@@ -371,7 +371,8 @@ def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consi
     """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time, one
     compiled program; see :func:`predictive_probability`. ``X`` may be anything
     array-like (e.g. a pandas DataFrame), as in :func:`fit`."""
-    return _predict_proba(cs, as_array(X, cs.coef_mean.dtype), predictive=predictive, chunk_size=chunk_size)
+    X = X if isinstance(X, jax.Array) else as_array(X, cs.coef_mean.dtype)  # a JAX array is cast inside the program
+    return _predict_proba(cs, X, predictive=predictive, chunk_size=chunk_size)
 
 
 @partial(jax.jit, static_argnames=("predictive", "chunk_size"))
@@ -379,5 +380,5 @@ def _predict_proba(cs: State, X, *, predictive: str, chunk_size: int | None) -> 
     def rows(x):
         return predictive_probability(*predictive_scores(cs, x), Hyperparams(), False, predictive)
 
-    return map_blocks(rows, X, chunk_size)
+    return map_blocks(rows, X.astype(cs.coef_mean.dtype), chunk_size)
 

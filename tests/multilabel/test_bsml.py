@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compilations import count_compilations
 from scipy.linalg import subspace_angles
 from scipy.stats import norm
 
@@ -398,6 +399,22 @@ def test_functional_predictions_take_a_dataframe_as_fit_does(small):
     np.testing.assert_array_equal(bsml.predict_proba(state, pd.DataFrame(X), hp), bsml.predict_proba(state, X, hp))
     cs = probit.fit(jax.random.key(0), X, Y, max_iter=5, throw=False).state
     np.testing.assert_array_equal(probit.predict_proba(cs, pd.DataFrame(X)), probit.predict_proba(cs, X))
+
+
+def test_functional_predictions_cast_a_jax_array_of_another_dtype_inside_their_one_program(small):
+    X, Y = small
+    hp = CONFIGS["bsml"]
+    state = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=5, throw=False).state
+    cs = probit.fit(jax.random.key(0), X, Y, max_iter=5, throw=False).state
+    X32 = jnp.asarray(X[:9], jnp.float32)
+    for predict, want in [(lambda x: bsml.predict_proba(state, x, hp), state.q_mean.dtype),
+                          (lambda x: probit.predict_proba(cs, x), cs.coef_mean.dtype)]:
+        jax.clear_caches()
+        with count_compilations() as seen:
+            got = predict(X32)
+        assert seen["compiled"] == ["jit(_predict_proba)"], seen
+        assert got.dtype == want
+        np.testing.assert_allclose(np.asarray(got), np.asarray(predict(np.asarray(X32, np.float64))), rtol=1e-12)
 
 
 def test_save_and_load_roundtrip(small, tmp_path):
