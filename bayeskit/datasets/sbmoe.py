@@ -48,7 +48,10 @@ def drawn_rows(n: int) -> int:
     so that every size up to it runs one compiled program (a Gamma sampler takes one to two
     seconds to compile). Each row's draws come from its own counter-based key, so the first
     ``n`` rows are the draws of size ``n`` (bit for bit at the experiments' sizes; a matrix
-    product of another shape may round by an ulp)."""
+    product of another shape may round by an ulp). That rests on JAX's partitionable
+    Threefry (``jax_threefry_partitionable``, the default, with the threefry implementation);
+    under another PRNG the draws of a size are still reproducible but differ from a direct
+    draw of it. Keeping the first ``n`` rows runs a small slicing program per size."""
     return max(MIN_ROWS, 1 << max(n - 1, 0).bit_length())
 
 

@@ -104,7 +104,7 @@ class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
         # gamma_ in X's units is only reported (for data at 1e-300 it leaves float64)
         self.gamma_ = float(self.gamma) if self.gamma is not None else self._kernel_gamma / self.x_scale_ / self.x_scale_
         Phi = self._design(self._centers)
-        if not np.all(np.isfinite(np.asarray(Phi))):  # only a polynomial kernel can overflow on finite X
+        if self.kernel == "poly" and not np.all(np.isfinite(np.asarray(Phi))):  # the others are bounded on finite X / x_scale_
             raise ValueError(f"the {self.kernel} kernel of X overflows {X.dtype.name}; choose a smaller degree or gamma.")
         n_basis = Phi.shape[1]
         hp = sparse_bayes.Hyperparams(prior=self._prior_name(), max_basis=min(n_basis, self.max_basis or 64))
