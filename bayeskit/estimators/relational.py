@@ -108,13 +108,16 @@ class LFRMLinkPredictor(_LinkPredictor):
 
 
 class IRMLinkPredictor(_LinkPredictor):
-    """The infinite relational model (Kemp et al. 2006) by collapsed Gibbs sampling.
+    """The infinite relational model (Kemp et al. 2006) by collapsed Gibbs sampling with
+    split-merge moves.
 
     Parameters
     ----------
     n_clusters_max : int, default=24
     symmetric : bool
     gamma, beta : CRP concentration and Beta prior of the block probabilities.
+    split_merge : int, default=1
+        Split-merge moves after each Gibbs sweep (0: Gibbs only); see :mod:`bayeskit.relational.irm`.
     num_warmup, num_samples, num_chains, random_state, progress : as ``LFRMLinkPredictor``.
 
     Attributes
@@ -125,12 +128,13 @@ class IRMLinkPredictor(_LinkPredictor):
         the number of clusters; ``fit`` warns as ``LFRMLinkPredictor``'s.
     """
 
-    def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, num_warmup=200, num_samples=800,
-                 num_chains=1, random_state=None, progress=True):
+    def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, split_merge=1, num_warmup=200,
+                 num_samples=800, num_chains=1, random_state=None, progress=True):
         self.n_clusters_max = n_clusters_max
         self.symmetric = symmetric
         self.gamma = gamma
         self.beta = beta
+        self.split_merge = split_merge
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -139,7 +143,8 @@ class IRMLinkPredictor(_LinkPredictor):
 
     def fit(self, Y, mask=None, covariates=None):
         Y, mask = self._prepare(Y, mask, covariates)
-        self.hyperparams_ = irm.Hyperparams(c_max=self.n_clusters_max, symmetric=self.symmetric, gamma=self.gamma, beta=self.beta)
+        self.hyperparams_ = irm.Hyperparams(c_max=self.n_clusters_max, symmetric=self.symmetric, gamma=self.gamma, beta=self.beta,
+                                            split_merge=self.split_merge)
         self.samples_ = irm.sample_posterior(_key(self.random_state), Y, mask, self.hyperparams_, num_warmup=self.num_warmup,
                                              num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
         self.n_clusters_ = float(np.mean(np.asarray(self.samples_["n_clusters"])))

@@ -15,6 +15,18 @@ Each Gibbs step removes object i from its cluster and draws its cluster from
 
 computed for all candidate clusters at once from block counts kept up to date. The
 number of clusters is capped at ``c_max`` (static); a chain that uses them all is flagged.
+
+Single-object moves rarely merge two clusters or split one: a chain stays in the partition
+it first settles into (several restarts on the LFRM paper's data kept one 2-cluster
+partition for hundreds of sweeps). Each sweep is therefore followed by ``split_merge``
+Metropolis-Hastings split-merge moves, the IRM paper's remedy (Jain & Neal, 2004), here in
+the sequentially allocated form (Dahl, 2005): pick two objects i and j; if they share a
+cluster, propose to split it by seating i and j apart and the cluster's other members, in a
+random order, each with i's or j's part with the probability of a Gibbs step among the
+members seated so far; otherwise propose to merge their clusters. The acceptance ratio is
+the ratio of the posteriors divided by the probability of the split's seating (a split), or
+times the probability with which that seating would reproduce the current two clusters (a
+merge).
 """
 
 from __future__ import annotations
@@ -35,10 +47,12 @@ from bayeskit.relational.data import Data, as_data, by_relation, check_relations
 
 class Hyperparams(eqx.Module):
     """c_max: the most clusters (static); symmetric: undirected relations; gamma: CRP
-    concentration; beta: symmetric Beta prior of the block link probabilities."""
+    concentration; beta: symmetric Beta prior of the block link probabilities;
+    split_merge: split-merge moves after each Gibbs sweep (static; 0 for Gibbs only)."""
 
     c_max: int = eqx.field(static=True, default=24)
     symmetric: bool = eqx.field(static=True, default=False)
+    split_merge: int = eqx.field(static=True, default=1)
     gamma: float = 1.0
     beta: float = 1.0
 
@@ -179,6 +193,58 @@ def sweep(key, z, data: Data, hparams: Hyperparams):
     return jax.lax.fori_loop(0, n, body, (z, counts))[0]
 
 
+def _seat(key, z_seated, counts, members, order, a, b, forced_b, forced, table: LogBetaTable, data: Data,
+          hparams: Hyperparams):
+    """Seat the ``members`` (absent from ``z_seated``, label ``c_max``) one by one in
+    ``order`` with cluster ``a`` or ``b``, each by the Gibbs probabilities among the objects
+    seated so far (``counts``: their block counts), drawn, or where ``forced`` as ``forced_b``
+    (N,) says. Returns the labels and the log probability of the seating."""
+    c = hparams.c_max
+
+    def body(t, carry):
+        z, counts, log_q = carry
+        k = order[t]
+        row, col, diag = _object_cells(k, z, data, c)
+        cells = ((row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0]))
+        scores = _candidate_scores(*counts, row, col, diag, table, hparams.symmetric)
+        sizes = jnp.bincount(z, length=c + 1)[:c]
+        logits = jnp.stack([jnp.log(sizes[a]) + scores[a], jnp.log(sizes[b]) + scores[b]])
+        log_p = jax.nn.log_softmax(logits)
+        to_b = jnp.where(forced, forced_b[k], jax.random.bernoulli(jax.random.fold_in(key, t), jnp.exp(log_p[1])))
+        label = jnp.where(to_b, b, a).astype(z.dtype)
+        seated = members[k]
+        moved = _move(counts, label, cells, 1.0, hparams.symmetric)
+        return (jnp.where(seated, z.at[k].set(label), z), jax.tree.map(lambda x, y: jnp.where(seated, x, y), moved, counts),
+                log_q + jnp.where(seated, jnp.where(to_b, log_p[1], log_p[0]), 0.0))
+
+    return jax.lax.fori_loop(0, z_seated.shape[0], body, (z_seated, counts, jnp.zeros((), data.Y.dtype)))
+
+
+def split_merge(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | None = None):
+    """One Metropolis-Hastings split-merge move (module docstring); returns (z, accepted)."""
+    n, c = z.shape[0], hparams.c_max
+    table = LogBetaTable.build(hparams.beta, n * n + 1, data.Y.dtype) if table is None else table
+    k_i, k_j, k_order, k_seat, k_accept = jax.random.split(key, 5)
+    i = jax.random.randint(k_i, (), 0, n)
+    j = (i + jax.random.randint(k_j, (), 1, max(n, 2))) % n  # a second object, uniformly
+    objects = jnp.arange(n)
+    same = z[i] == z[j]
+    members = ((z == z[i]) | (z == z[j])) & (objects != i) & (objects != j)
+    sizes = jnp.bincount(z, length=c)
+    room = jnp.any(sizes == 0)
+    a, b = z[i], jnp.where(same, jnp.argmax(sizes == 0), z[j]).astype(z.dtype)
+    z_seated = jnp.where(members, c, z).at[i].set(a).at[j].set(b)
+    counts = block_counts(z_seated, data, c, hparams.symmetric)
+    order = jax.random.permutation(k_order, n)
+    # a split draws the seating; a merge replays the current two clusters' seating
+    split, _, log_q = _seat(k_seat, z_seated, counts, members, order, a, b, z == z[j], ~same, table, data, hparams)
+    proposal = jnp.where(same, split, jnp.where(z == z[j], a, z))
+    log_ratio = log_joint(proposal, data, hparams) - log_joint(z, data, hparams) + jnp.where(same, -log_q, log_q)
+    log_ratio = jnp.where(same & ~room, -jnp.inf, log_ratio)  # no free label for the second part
+    accept = jnp.log(jax.random.uniform(k_accept, dtype=log_ratio.dtype)) < log_ratio
+    return jnp.where(accept, proposal, z), accept
+
+
 def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
     """Objects assigned uniformly at random to ``min(c_max, N) // 2`` clusters (from a
     single cluster Gibbs moves rarely open a new one), unless ``z`` is given."""
@@ -191,8 +257,14 @@ def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
 
 
 def step(state: State, data: Data, hparams: Hyperparams) -> State:
+    """A Gibbs sweep, then ``hparams.split_merge`` split-merge moves."""
     k_next, k_sweep = jax.random.split(state.rng_key)
     z = sweep(k_sweep, state.z, data, hparams)
+    if hparams.split_merge and z.shape[0] > 1:
+        k_moves = jax.random.fold_in(k_sweep, 1)  # independent of the sweep's own split of k_sweep
+        table = LogBetaTable.build(hparams.beta, z.shape[0] ** 2 + 1, data.Y.dtype)
+        z = jax.lax.fori_loop(0, hparams.split_merge,
+                              lambda t, z: split_merge(jax.random.fold_in(k_moves, t), z, data, hparams, table)[0], z)
     return State(z, k_next, log_joint(z, data, hparams))
 
 
@@ -224,6 +296,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     hparams = hparams or Hyperparams()
     if isinstance(hparams.c_max, bool) or not isinstance(hparams.c_max, (int, np.integer)) or hparams.c_max < 1:
         raise ValueError(f"c_max must be an integer >= 1; got {hparams.c_max!r}.")
+    if isinstance(hparams.split_merge, bool) or not isinstance(hparams.split_merge, (int, np.integer)) or hparams.split_merge < 0:
+        raise ValueError(f"split_merge must be an integer >= 0; got {hparams.split_merge!r}.")
     for name in ("gamma", "beta"):
         value = getattr(hparams, name)
         if not np.isfinite(float(value)) or not float(value) > 0:

@@ -46,11 +46,11 @@ def features_from_clusters(z, k_max: int):
 
 def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweeps: int = 15, num_chains: int = 1,
               separate_relations: bool = False):
-    """Starting Z for each chain from ``n_sweeps`` IRM Gibbs sweeps (paper: 15): the
-    clusters of the last sweep, one-hot; shape (num_chains, N, k_max), or (R, num_chains,
-    N, k_max) with ``separate_relations``. The IRM may use at most three quarters of the
-    columns, so that features can still be born."""
-    hp = irm.Hyperparams(c_max=max(1, (3 * k_max) // 4), symmetric=symmetric)  # a quarter left for births
+    """Starting Z for each chain from ``n_sweeps`` IRM Gibbs sweeps (paper: 15, Gibbs only,
+    without the IRM's split-merge moves): the clusters of the last sweep, one-hot; shape
+    (num_chains, N, k_max), or (R, num_chains, N, k_max) with ``separate_relations``. The
+    IRM may use at most three quarters of the columns, so that features can still be born."""
+    hp = irm.Hyperparams(c_max=max(1, (3 * k_max) // 4), symmetric=symmetric, split_merge=0)  # a quarter left for births
     z = np.asarray(irm.sample_posterior(key, Y, mask, hp, num_warmup=n_sweeps - 1, num_samples=1, num_chains=num_chains,
                                         separate_relations=separate_relations)["z"])[..., -1, :]
     one_hot = lambda zc: np.pad(features_from_clusters(zc, k_max), ((0, 0), (0, k_max - len(np.unique(zc)))))
