@@ -125,10 +125,13 @@ def country_covariates(d) -> dict:
 
 def r_hat_log_joint(samples, single: bool) -> float:
     """Split R-hat of the log joint over the restarts; the largest over relations when
-    each has its own model, NaN if any relation's is undefined (whatever their order)."""
+    each has its own model, NaN if any relation's is undefined (whatever their order).
+    Restarts whose log joints are one and the same constant (every restart found and kept
+    one partition: a posterior concentrated there) agree exactly: R-hat 1."""
     lj = np.asarray(samples["log_joint"])
     per_run = lj if single else lj[None]
-    return float(np.max([diagnostics({"log_joint": x}, ("log_joint",))["log_joint"]["r_hat"] for x in per_run]))
+    return float(np.max([1.0 if np.all(x == x.flat[0]) else diagnostics({"log_joint": x}, ("log_joint",))["log_joint"]["r_hat"]
+                         for x in per_run]))
 
 
 def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
@@ -198,7 +201,7 @@ def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
     n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 30, 15, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
     return {"experiment": NAME, "quick": quick, "seed": seed, "split_seeds": list(range(seed, seed + (splits or n_splits))),
             "sweeps": sweeps or n_sweeps, "burn_in": burn or n_burn, "chains": chains or n_chains, "mmsb_em_sweeps": em_iter,
-            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(),
+            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "irm_split_merge": irm.Hyperparams().split_merge,
             "k_max": {f"{n} {s}": k for (n, s), k in K_MAX.items()},
             "extra_rows": {case_label(n, s, r): list(m) for (n, s), rows in EXTRA_ROWS.items() for r, m in rows.items()}}
 
@@ -270,10 +273,11 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
     return row
 
 
-# A split's R-hat is undefined (NaN) where a restart's log joint stayed constant, and at or
-# above this (or inf) where the within-restart variance of the split halves is rounding
+# A split's R-hat is infinite where each restart's log joint stayed at a constant of its own,
+# and at or above this where the within-restart variance of the split halves is rounding
 # noise against the spread between restarts: the restarts are frozen, each in its own state,
-# and R-hat measures only how far apart they are. Counted apart, not averaged in.
+# and R-hat measures only how far apart they are. Counted apart (with undefined ones, NaN),
+# not averaged in.
 FROZEN_R_HAT = 1e6
 
 
@@ -329,9 +333,9 @@ def _table(summary: dict, st: dict) -> None:
         for m, v in s.items():
             if v.get("frozen_splits"):
                 print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits the restarts froze: R-hat of the "
-                           f"log joint is undefined (a restart's log joint stayed constant) or at least {FROZEN_R_HAT:.0e} "
-                           "(its variance within restarts is rounding noise against the spread between them); those splits "
-                           "are left out of the median / max; the restarts have not mixed.")
+                           f"log joint is infinite (each restart's log joint stayed at its own constant), at least {FROZEN_R_HAT:.0e} "
+                           "(its variance within restarts is rounding noise against the spread between them) or undefined; "
+                           "those splits are left out of the median / max; the restarts have not mixed.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

@@ -127,10 +127,16 @@ def test_r_hat_of_the_log_joint_flags_chains_that_disagree():
     assert exp.r_hat_log_joint({"log_joint": apart}, single=False) > 2
     # separate relations: (relation, chain, draw), the worst relation counts
     assert exp.r_hat_log_joint({"log_joint": np.stack([mixed, apart])}, single=True) > 2
-    # a relation whose R-hat is undefined (constant draws) makes the whole undefined, in either order
-    constant = np.full_like(mixed, -5.0)
-    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([mixed, constant])}, single=True))
-    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([constant, mixed])}, single=True))
+    # a relation whose R-hat is undefined makes the whole undefined, in either order
+    undefined = mixed.copy()
+    undefined[0, 3] = np.nan
+    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([mixed, undefined])}, single=True))
+    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.stack([undefined, mixed])}, single=True))
+    # restarts that hold one and the same partition agree (R-hat 1); held apart, they are frozen (inf)
+    same = np.full_like(mixed, -5.0)
+    assert exp.r_hat_log_joint({"log_joint": same}, single=False) == 1.0
+    frozen_apart = np.stack([np.full(mixed.shape[1], -5.0), np.full(mixed.shape[1], -7.0)])
+    assert exp.r_hat_log_joint({"log_joint": np.stack([mixed, frozen_apart])}, single=True) == np.inf
 
 
 def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, tmp_path, fake, capsys):
@@ -141,7 +147,7 @@ def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, 
     frozen[1, ::7] += 4.5e-13  # within-restart rounding noise, as a stuck chain's trace shows
     stuck = exp.r_hat_log_joint({"log_joint": frozen}, single=False)
     assert stuck >= exp.FROZEN_R_HAT
-    assert np.isnan(exp.r_hat_log_joint({"log_joint": np.full((2, 100), -5.0)}, single=False))
+    assert exp.r_hat_log_joint({"log_joint": np.stack([np.full(100, -5.0), np.full(100, -7.0)])}, single=False) == np.inf
     values = iter([1.2, stuck, 1.6, float("nan"), float("inf")])
     mcmc = exp._mcmc
 
