@@ -11,15 +11,24 @@ from bayeskit.relational import irm
 from bayeskit.relational.data import as_data
 
 
-@pytest.mark.parametrize("symmetric", [False, True])
-def test_gibbs_conditional_equals_the_joint_ratio(symmetric):
+def _five_objects(symmetric: bool, planted: bool = False):
+    """Two random relations on five objects, 80% observed; ``planted``: objects {0, 1} and
+    {2, 3, 4} linked within."""
     rng = np.random.default_rng(0)
-    n, r = 5, 2
-    Y = rng.integers(0, 2, (r, n, n)).astype(np.int8)
-    mask = rng.random((r, n, n)) < 0.8
+    Y = rng.integers(0, 2, (2, 5, 5)).astype(np.int8)
+    if planted:
+        Y[:, :2, :2], Y[:, 2:, 2:] = 1, 1
+    mask = rng.random((2, 5, 5)) < 0.8
     if symmetric:
         Y = np.triu(Y, 1) | np.triu(Y, 1).transpose(0, 2, 1)
         mask = mask & mask.transpose(0, 2, 1)
+    return Y, mask
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_gibbs_conditional_equals_the_joint_ratio(symmetric):
+    n = 5
+    Y, mask = _five_objects(symmetric)
     hp = irm.Hyperparams(c_max=6, symmetric=symmetric, gamma=1.3, beta=0.7)
     data = as_data(Y, mask, symmetric)
     z = jnp.array([0, 0, 1, 2, 1])
@@ -104,14 +113,8 @@ def test_split_merge_moves_alone_sample_the_exact_posterior_over_partitions(symm
     the posterior, enumerated over the partitions of five objects into at most four
     clusters. Dropping the seating probability from the acceptance ratio moves the
     frequencies 0.1-0.4 in total variation from it."""
-    rng = np.random.default_rng(0)
-    n, r = 5, 2
-    Y = rng.integers(0, 2, (r, n, n)).astype(np.int8)
-    Y[:, :2, :2], Y[:, 2:, 2:] = 1, 1
-    mask = rng.random((r, n, n)) < 0.8
-    if symmetric:
-        Y = np.triu(Y, 1) | np.triu(Y, 1).transpose(0, 2, 1)
-        mask = mask & mask.transpose(0, 2, 1)
+    n = 5
+    Y, mask = _five_objects(symmetric, planted=True)
     hp = irm.Hyperparams(c_max=4, symmetric=symmetric, gamma=1.3, beta=0.7)
     data = as_data(Y, mask, symmetric)
     parts = _partitions(n, hp.c_max)
