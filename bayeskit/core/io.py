@@ -397,9 +397,12 @@ class _Decoder:
                            and not issubclass(c, _ENUM_ITEM), "an equinox Module")
         fields = self.get(node, "fields", dict, where)
         names = [f.name for f in dataclasses.fields(cls)]
-        if set(fields) != set(names):
+        # a static setting added to the class since the file was written takes its default
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)
+                    if f.metadata.get("static") and f.default is not dataclasses.MISSING and f.name not in fields}
+        if set(fields) | set(defaults) != set(names):
             raise self.bad(where, f"fields {sorted(fields)} do not match {cls.__qualname__}'s {sorted(names)}")
-        values = {name: self.decode(fields[name], f"{where}.{name}") for name in names}
+        values = {name: defaults[name] if name in defaults else self.decode(fields[name], f"{where}.{name}") for name in names}
         module = object.__new__(cls)  # as equinox's own unflatten: no __init__, no checks
         for name in names:
             object.__setattr__(module, name, values[name])

@@ -314,3 +314,19 @@ def test_a_failed_save_keeps_the_old_file(tmp_path):
     with pytest.raises(TypeError):
         save(path, Box(lambda x: x))
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["good.bkz"]
+
+
+def test_a_static_setting_added_since_the_file_was_written_takes_its_default(tmp_path):
+    """A file written before ``Box.label`` existed loads with the default; a missing array
+    field is still refused."""
+    path = save(tmp_path / "old.bkz", Box(np.arange(3.0), 2.0, label="mine"))
+    header = _header(path)
+    del header["tree"]["fields"]["label"]
+    _rewrite(path, _members(path), header)
+    loaded = load(path)
+    assert loaded.label == "box"
+    np.testing.assert_array_equal(loaded.a, np.arange(3.0))
+    del header["tree"]["fields"]["b"]
+    _rewrite(path, _members(path), header)
+    with pytest.raises(ValueError, match="do not match"):
+        load(path)
