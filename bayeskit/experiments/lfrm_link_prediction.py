@@ -149,7 +149,7 @@ def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
 
 def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates):
     if method == "IRM":
-        hp = irm.Hyperparams(c_max=k_max, symmetric=symmetric)
+        hp = irm.Hyperparams(c_max=k_max, symmetric=symmetric, split_merge=IRM_SPLIT_MERGE)
         s = irm.sample_posterior(key, Y, train, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=chains,
                                  separate_relations=single)
         probs = [np.asarray(irm.predict_proba(sc, Y, train, hp)) for sc in _chains(s, single)]
@@ -196,12 +196,15 @@ def _mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
     return probs, [best] * restarts, {str(k): float(v) for k, v in bic.items()}
 
 
+IRM_SPLIT_MERGE = 1  # the IRM's split-merge moves per sweep (its default; recorded in the settings)
+
+
 def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
     """The run's settings (a rerun with the same ones resumes it)."""
     n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 30, 15, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
     return {"experiment": NAME, "quick": quick, "seed": seed, "split_seeds": list(range(seed, seed + (splits or n_splits))),
             "sweeps": sweeps or n_sweeps, "burn_in": burn or n_burn, "chains": chains or n_chains, "mmsb_em_sweeps": em_iter,
-            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "irm_split_merge": irm.Hyperparams().split_merge,
+            "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "irm_split_merge": IRM_SPLIT_MERGE,
             "k_max": {f"{n} {s}": k for (n, s), k in K_MAX.items()},
             "extra_rows": {case_label(n, s, r): list(m) for (n, s), rows in EXTRA_ROWS.items() for r, m in rows.items()}}
 

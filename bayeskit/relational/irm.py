@@ -52,9 +52,9 @@ class Hyperparams(eqx.Module):
 
     c_max: int = eqx.field(static=True, default=24)
     symmetric: bool = eqx.field(static=True, default=False)
-    split_merge: int = eqx.field(static=True, default=1)
     gamma: float = 1.0
     beta: float = 1.0
+    split_merge: int = eqx.field(static=True, default=1)
 
 
 class State(eqx.Module):
@@ -241,7 +241,7 @@ def split_merge(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | 
     proposal = jnp.where(same, split, jnp.where(z == z[j], a, z))
     log_ratio = log_joint(proposal, data, hparams) - log_joint(z, data, hparams) + jnp.where(same, -log_q, log_q)
     log_ratio = jnp.where(same & ~room, -jnp.inf, log_ratio)  # no free label for the second part
-    accept = jnp.log(jax.random.uniform(k_accept, dtype=log_ratio.dtype)) < log_ratio
+    accept = (jnp.log(jax.random.uniform(k_accept, dtype=log_ratio.dtype)) < log_ratio) & (i != j)  # one object: no move
     return jnp.where(accept, proposal, z), accept
 
 

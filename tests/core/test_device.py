@@ -48,12 +48,13 @@ def test_as_array_reads_a_dataframe_as_numpy_does():
 
 def test_as_array_copies_the_callers_array():
     """The transfer to the device runs asynchronously and may read the caller's buffer after
-    ``jax.device_put`` returns (about one time in three on the CPU)."""
-    for _ in range(50):
-        x = np.arange(64.0)
+    ``jax.device_put`` returns (about one time in three on the CPU for 4096 float64s; not
+    seen for small arrays)."""
+    for _ in range(100):
+        x = np.arange(4096.0)
         got = as_array(x)
         x[:] = -1.0
-        np.testing.assert_array_equal(np.asarray(got), np.arange(64.0))
+        np.testing.assert_array_equal(np.asarray(got), np.arange(4096.0))
 
 
 def test_as_array_refuses_a_masked_array_as_jnp_asarray_does():

@@ -135,13 +135,34 @@ def test_split_merge_moves_alone_sample_the_exact_posterior_over_partitions(symm
     assert 0.5 * np.abs(freq - exact).sum() < 0.04
 
 
-def test_without_split_merge_moves_a_step_is_the_gibbs_sweep():
+@pytest.mark.parametrize("moves", [0, 2])
+def test_a_step_is_the_gibbs_sweep_then_the_split_merge_moves(moves):
+    """``split_merge=0`` is the Gibbs sampler alone."""
     rng = np.random.default_rng(1)
     Y = (rng.random((1, 12, 12)) < 0.3).astype(np.int8)
     data = as_data(Y, np.ones_like(Y, bool), False)
-    gibbs = irm.Hyperparams(c_max=6, split_merge=0)
-    state = irm.init(jax.random.key(0), data, gibbs)
-    plain = irm.step(state, data, gibbs)
-    k_next, k_sweep = jax.random.split(state.rng_key)
-    np.testing.assert_array_equal(plain.z, irm.sweep(k_sweep, state.z, data, gibbs))
-    assert float(plain.log_joint) == pytest.approx(float(irm.log_joint(plain.z, data, gibbs)))
+    hp = irm.Hyperparams(c_max=6, split_merge=moves)
+    state = irm.init(jax.random.key(3), data, hp)
+    _, k_sweep = jax.random.split(state.rng_key)
+    z = irm.sweep(k_sweep, state.z, data, hp)
+    for t in range(moves):
+        z = irm.split_merge(jax.random.fold_in(jax.random.fold_in(k_sweep, 1), t), z, data, hp)[0]
+    stepped = irm.step(state, data, hp)
+    np.testing.assert_array_equal(stepped.z, z)
+    assert float(stepped.log_joint) == pytest.approx(float(irm.log_joint(z, data, hp)))
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_no_split_is_accepted_when_every_label_is_in_use(symmetric):
+    """With all c_max clusters in use a split has no label for its second part: splits are
+    refused and merges still happen, so the labels stay below c_max."""
+    Y, mask = _five_objects(symmetric)
+    data = as_data(Y, mask, symmetric)
+    hp = irm.Hyperparams(c_max=3, symmetric=symmetric)
+    z = jnp.array([0, 0, 1, 2, 2])
+    moved, accepted = jax.vmap(lambda k: irm.split_merge(k, z, data, hp))(jax.random.split(jax.random.key(0), 2000))
+    moved = np.asarray(moved)
+    assert moved.max() < hp.c_max
+    n_clusters = np.array([len(np.unique(m)) for m in moved])
+    assert np.all(n_clusters <= 3) and np.any(n_clusters == 2)  # no split; some merges
+    assert np.all(np.asarray(accepted) == (n_clusters == 2))
