@@ -48,3 +48,10 @@ def as_array(x, dtype=None) -> jax.Array:
 def _numbers(x) -> bool:
     number = (bool, int, float, np.generic)
     return isinstance(x, number) or (isinstance(x, (tuple, list)) and all(isinstance(v, number) for v in x))
+
+
+def program_input(x, dtype) -> jax.Array:
+    """The input of a jitted program that casts it to ``dtype`` itself: a JAX array as it is
+    (its cast runs inside the program, not as an eager program of its own), anything else
+    through :func:`as_array` with ``dtype`` (converted on the host)."""
+    return x if isinstance(x, jax.Array) else as_array(x, dtype)

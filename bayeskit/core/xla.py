@@ -1,7 +1,7 @@
 """What the library does about XLA's costs: an opt-in XLA setting for long vmapped CPU
-programs, the compiler options of loop programs on the CPU, and numpy's BLAS on one thread around the
-host-side linear algebra of the fits. Imports no JAX (the command line's help runs without
-it).
+programs, the compiler options of loop programs on the CPU, and numpy's BLAS on one thread
+around the host-side linear algebra of the fits. Imports no JAX (the command line's help
+runs without it).
 
 XLA's concurrency-optimised scheduler on the CPU can deadlock (the process waits forever,
 idle) on vmapped programs of many while loops, such as FAST-MCD's 500 starts vmapped over

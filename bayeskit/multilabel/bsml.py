@@ -44,7 +44,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, program_input
 from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
@@ -482,8 +482,7 @@ def predict_proba(
     ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`fit`.
     """
     validation.check_choice("predictive", predictive, PREDICTIVES)
-    X = X if isinstance(X, jax.Array) else as_array(X, state.q_mean.dtype)  # a JAX array is cast inside the program
-    return _predict_proba(state, X, hparams, predictive=predictive, chunk_size=chunk_size)
+    return _predict_proba(state, program_input(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)
 
 
 @partial(jax.jit, static_argnames=("predictive", "chunk_size"))

@@ -40,7 +40,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, program_input
 from bayeskit.core.linalg import cholesky
 from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult, readable_failure
@@ -371,8 +371,7 @@ def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consi
     """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time, one
     compiled program; see :func:`predictive_probability`. ``X`` may be anything
     array-like (e.g. a pandas DataFrame), as in :func:`fit`."""
-    X = X if isinstance(X, jax.Array) else as_array(X, cs.coef_mean.dtype)  # a JAX array is cast inside the program
-    return _predict_proba(cs, X, predictive=predictive, chunk_size=chunk_size)
+    return _predict_proba(cs, program_input(X, cs.coef_mean.dtype), predictive=predictive, chunk_size=chunk_size)
 
 
 @partial(jax.jit, static_argnames=("predictive", "chunk_size"))

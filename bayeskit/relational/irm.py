@@ -40,7 +40,7 @@ import numpy as np
 from jax.scipy.special import betaln
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from bayeskit.core import mcmc
+from bayeskit.core import mcmc, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
 from bayeskit.relational.data import Data, as_data, by_relation, check_relations, per_relation
 
@@ -165,10 +165,15 @@ def _move(counts, a, cells, sign, symmetric: bool):
     return tuple(out)
 
 
+def _ones_and_zeros(row, col, diag):
+    """Object i's cells (:func:`_object_cells`) as the ones and the zeros :func:`_move` adds."""
+    return (row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0])
+
+
 def _update_object(key, i, z, counts, table: LogBetaTable, data: Data, hparams: Hyperparams):
     c = hparams.c_max
     row, col, diag = _object_cells(i, z, data, c)
-    cells = ((row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0]))
+    cells = _ones_and_zeros(row, col, diag)
     ones, zeros = _move(counts, z[i], cells, -1.0, hparams.symmetric)
     sizes = jnp.bincount(z.at[i].set(c), length=c + 1)[:c]
     scores = _candidate_scores(ones, zeros, row, col, diag, table, hparams.symmetric)
@@ -179,13 +184,17 @@ def _update_object(key, i, z, counts, table: LogBetaTable, data: Data, hparams: 
     return z.at[i].set(a), _move((ones, zeros), a, cells, 1.0, hparams.symmetric)
 
 
-def sweep(key, z, data: Data, hparams: Hyperparams):
+def _table(z, data: Data, hparams: Hyperparams) -> LogBetaTable:
+    return LogBetaTable.build(hparams.beta, z.shape[0] ** 2 + 1, data.Y.dtype)
+
+
+def sweep(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | None = None):
     """One Gibbs sweep over the objects in a random order (block counts kept up to date)."""
     n = z.shape[0]
     k_perm, k_obj = jax.random.split(key)
     order = jax.random.permutation(k_perm, n)
     counts = block_counts(z, data, hparams.c_max, hparams.symmetric)
-    table = LogBetaTable.build(hparams.beta, n * n + 1, data.Y.dtype)
+    table = _table(z, data, hparams) if table is None else table
 
     def body(t, carry):
         return _update_object(jax.random.fold_in(k_obj, t), order[t], *carry, table, data, hparams)
@@ -205,7 +214,7 @@ def _seat(key, z_seated, counts, members, order, a, b, forced_b, forced, table: 
         z, counts, log_q = carry
         k = order[t]
         row, col, diag = _object_cells(k, z, data, c)
-        cells = ((row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0]))
+        cells = _ones_and_zeros(row, col, diag)
         scores = _candidate_scores(*counts, row, col, diag, table, hparams.symmetric)
         sizes = jnp.bincount(z, length=c + 1)[:c]
         logits = jnp.stack([jnp.log(sizes[a]) + scores[a], jnp.log(sizes[b]) + scores[b]])
@@ -222,8 +231,14 @@ def _seat(key, z_seated, counts, members, order, a, b, forced_b, forced, table: 
 
 def split_merge(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | None = None):
     """One Metropolis-Hastings split-merge move (module docstring); returns (z, accepted)."""
+    table = _table(z, data, hparams) if table is None else table
+    z, _, accepted = _split_merge(key, z, log_joint(z, data, hparams), table, data, hparams)
+    return z, accepted
+
+
+def _split_merge(key, z, log_joint_z, table: LogBetaTable, data: Data, hparams: Hyperparams):
+    """:func:`split_merge` given the log joint of ``z``; returns (z, its log joint, accepted)."""
     n, c = z.shape[0], hparams.c_max
-    table = LogBetaTable.build(hparams.beta, n * n + 1, data.Y.dtype) if table is None else table
     k_i, k_j, k_order, k_seat, k_accept = jax.random.split(key, 5)
     i = jax.random.randint(k_i, (), 0, n)
     j = (i + jax.random.randint(k_j, (), 1, max(n, 2))) % n  # a second object, uniformly
@@ -239,10 +254,11 @@ def split_merge(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | 
     # a split draws the seating; a merge replays the current two clusters' seating
     split, _, log_q = _seat(k_seat, z_seated, counts, members, order, a, b, z == z[j], ~same, table, data, hparams)
     proposal = jnp.where(same, split, jnp.where(z == z[j], a, z))
-    log_ratio = log_joint(proposal, data, hparams) - log_joint(z, data, hparams) + jnp.where(same, -log_q, log_q)
+    log_joint_proposal = log_joint(proposal, data, hparams)
+    log_ratio = log_joint_proposal - log_joint_z + jnp.where(same, -log_q, log_q)
     log_ratio = jnp.where(same & ~room, -jnp.inf, log_ratio)  # no free label for the second part
     accept = (jnp.log(jax.random.uniform(k_accept, dtype=log_ratio.dtype)) < log_ratio) & (i != j)  # one object: no move
-    return jnp.where(accept, proposal, z), accept
+    return jnp.where(accept, proposal, z), jnp.where(accept, log_joint_proposal, log_joint_z), accept
 
 
 def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
@@ -259,13 +275,17 @@ def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
 def step(state: State, data: Data, hparams: Hyperparams) -> State:
     """A Gibbs sweep, then ``hparams.split_merge`` split-merge moves."""
     k_next, k_sweep = jax.random.split(state.rng_key)
-    z = sweep(k_sweep, state.z, data, hparams)
-    if hparams.split_merge and z.shape[0] > 1:
+    table = _table(state.z, data, hparams)
+    z = sweep(k_sweep, state.z, data, hparams, table)
+    lj = log_joint(z, data, hparams)
+    if hparams.split_merge:  # static: Gibbs alone traces no move
         k_moves = jax.random.fold_in(k_sweep, 1)  # independent of the sweep's own split of k_sweep
-        table = LogBetaTable.build(hparams.beta, z.shape[0] ** 2 + 1, data.Y.dtype)
-        z = jax.lax.fori_loop(0, hparams.split_merge,
-                              lambda t, z: split_merge(jax.random.fold_in(k_moves, t), z, data, hparams, table)[0], z)
-    return State(z, k_next, log_joint(z, data, hparams))
+
+        def move(t, carry):
+            return _split_merge(jax.random.fold_in(k_moves, t), *carry, table, data, hparams)[:2]
+
+        z, lj = jax.lax.fori_loop(0, hparams.split_merge, move, (z, lj))
+    return State(z, k_next, lj)
 
 
 class IRMGibbs(VectorisedKernel):
@@ -294,10 +314,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     import warnings
 
     hparams = hparams or Hyperparams()
-    if isinstance(hparams.c_max, bool) or not isinstance(hparams.c_max, (int, np.integer)) or hparams.c_max < 1:
-        raise ValueError(f"c_max must be an integer >= 1; got {hparams.c_max!r}.")
-    if isinstance(hparams.split_merge, bool) or not isinstance(hparams.split_merge, (int, np.integer)) or hparams.split_merge < 0:
-        raise ValueError(f"split_merge must be an integer >= 0; got {hparams.split_merge!r}.")
+    validation.check_int_in("c_max", hparams.c_max, 1)
+    validation.check_int_in("split_merge", hparams.split_merge, 0)
     for name in ("gamma", "beta"):
         value = getattr(hparams, name)
         if not np.isfinite(float(value)) or not float(value) > 0:

@@ -87,7 +87,7 @@ def test_separate_relations_equal_one_relation_runs(planted_blocks):
 @pytest.mark.parametrize("change, match", [({"beta": np.inf}, "beta must be a positive finite number"),
                                            ({"gamma": np.nan}, "gamma must be a positive finite number"),
                                            ({"c_max": 2.5}, "c_max must be an integer"),
-                                           ({"split_merge": -1}, "split_merge must be an integer")])
+                                           ({"split_merge": -1}, "split_merge must be >= 0")])
 def test_hyperparameters_without_a_proper_prior_are_refused(change, match):
     Y = (np.random.default_rng(0).random((6, 6)) < 0.3).astype(float)
     with pytest.raises(ValueError, match=match):
