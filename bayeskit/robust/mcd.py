@@ -80,9 +80,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammainc
+from jax.scipy.special import xlogy
 from jaxtyping import Array, Bool, Float
 from scipy import stats
+from scipy.special import gammaln
 
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import unit_scale
@@ -174,17 +175,34 @@ def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
     return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
 
 
+def chi2_cdf(x, df: int) -> Array:
+    """The chi^2 distribution function with an integer number ``df`` of degrees of freedom,
+    P(df/2, y) with y = x/2, by its finite sums (no loop, so it compiles small):
+
+        df = 2k:      1 - sum_{j<k} e^{-y} y^j / j!,
+        df = 2k + 1:  erf(sqrt(y)) - sum_{j<k} e^{-y} y^{j+1/2} / Gamma(j + 3/2),
+
+    the terms taken in logarithms (no overflow for large y or df). Accurate to rounding in
+    absolute terms; relative accuracy is lost only where the value is far below 1/2, which
+    the quantiles and factors here never need."""
+    y = 0.5 * jnp.asarray(x)
+    k, odd = divmod(df, 2)
+    j = np.arange(k) + 0.5 * odd
+    log_terms = xlogy(j.astype(y.dtype), y[..., None]) - gammaln(j + 1).astype(y.dtype)  # j is static
+    head = jax.lax.erf(jnp.sqrt(y)) if odd else 1.0
+    return head - jnp.sum(jnp.exp(log_terms - y[..., None]), -1)
+
+
 def chi2_quantile(a, df: int, dtype=None) -> Array:
-    """The ``a``-quantile of chi^2 with ``df`` degrees of freedom, by bisection on the
-    regularised incomplete gamma function (traceable in ``a``, so a new h compiles
-    nothing); to the last bit of ``dtype`` (default: ``a``'s, or the default float)."""
+    """The ``a``-quantile of chi^2 with ``df`` degrees of freedom, by bisection on
+    :func:`chi2_cdf` (traceable in ``a``, so a new h compiles nothing); to the last bit of
+    ``dtype`` (default: ``a``'s, or the default float)."""
     a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
-    cdf = lambda x: gammainc(0.5 * df, 0.5 * x)
 
     def halve(_, bounds):
         low, high = bounds
         mid = 0.5 * (low + high)
-        below = cdf(mid) < a
+        below = chi2_cdf(mid, df) < a
         return jnp.where(below, mid, low), jnp.where(below, high, mid)
 
     high = jnp.asarray(df + 20.0 * np.sqrt(2.0 * df) + 100.0, a.dtype)
@@ -197,7 +215,7 @@ def consistency_factor(p: int, a, dtype=None) -> Array:
     centre consistent for the covariance; 1 at a = 1. Traceable in ``a``."""
     a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
     q = chi2_quantile(jnp.where(a < 1, a, 0.5), p)  # a = 1 takes the other branch
-    return jnp.where(a < 1, a / gammainc(0.5 * (p + 2), 0.5 * q), 1.0)
+    return jnp.where(a < 1, a / chi2_cdf(q, p + 2), 1.0)
 
 
 def weighted_moments(X: Float[Array, "n p"], w: Float[Array, " n"]) -> tuple[Array, Array]:
@@ -276,7 +294,22 @@ def c_step(X, state: Subset, h: int, outer=None) -> Subset:
 def floyd_draws(key, n: int, m: int, shape: tuple = ()) -> Array:
     """The draws of :func:`floyd_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
     for ``shape`` subsets at once."""
-    return jax.random.randint(key, (*shape, m), 0, jnp.arange(n - m + 1, n + 1))
+    return _floyd_from_bits(jax.random.bits(key, (*shape, m), jnp.uint32), n)
+
+
+def _floyd_from_bits(bits: Array, n: int) -> Array:
+    """Floyd's draws t_j = b_j mod (j + 1) from 32 random bits b_j each (the last of the
+    ``bits``' axes, one per j; each value's probability is off by less than (j + 1) / 2^32)."""
+    m = bits.shape[-1]
+    return (bits % jnp.arange(n - m + 1, n + 1, dtype=bits.dtype)).astype(jnp.int32)
+
+
+def start_draws(key, n: int, m: int, shape: tuple = ()) -> tuple[Array, Array]:
+    """The random numbers of ``shape`` elemental starts of m points among n, from one draw of
+    random bits: Floyd's draws (:func:`floyd_draws`) and the random order (n 32-bit integers)
+    in which a singular start takes further points."""
+    bits = jax.random.bits(key, (*shape, m + n), jnp.uint32)
+    return _floyd_from_bits(bits[..., :m], n), bits[..., m:]
 
 
 def floyd_subset(draws: Array, n: int) -> Bool[Array, " n"]:
@@ -298,18 +331,19 @@ def elemental_start(key, X, h: int | None, outer=None) -> Subset:
     covariance is singular, then its h closest points (that subset itself when ``h`` is
     None; ``outer``: :func:`c_step`'s quick form)."""
     n, p = X.shape
-    k_first, k_more = jax.random.split(key)
-    return _elemental_start(X, floyd_draws(k_first, n, min(p + 1, n)), jax.random.uniform(k_more, (n,)), h, outer)
+    return _elemental_start(X, *start_draws(key, n, min(p + 1, n)), h, outer)
 
 
 def _elemental_start(X, draws, order, h, outer) -> Subset:
-    """:func:`elemental_start` from its random numbers: Floyd's ``draws`` and ``order``, whose
-    smallest value outside the subset names the point a singular subset takes next."""
+    """:func:`elemental_start` from its random numbers (:func:`start_draws`): Floyd's
+    ``draws`` and ``order``, whose smallest value outside the subset names the point a
+    singular subset takes next."""
     n = X.shape[0]
+    taken = jnp.asarray(jnp.iinfo(order.dtype).max, order.dtype)
 
     def grow(carry):
         m, s = carry
-        return m + 1, subset(X, s.H.at[jnp.argmin(jnp.where(s.H, jnp.inf, order))].set(True), outer)
+        return m + 1, subset(X, s.H.at[jnp.argmin(jnp.where(s.H, taken, order))].set(True), outer)
 
     def singular(carry):
         m, s = carry
@@ -318,13 +352,6 @@ def _elemental_start(X, draws, order, h, outer) -> Subset:
     start = subset(X, floyd_subset(draws, n), outer)
     _, start = jax.lax.while_loop(singular, grow, (jnp.asarray(draws.shape[0]), start))
     return start if h is None else c_step(X, start, h, outer)
-
-
-def _random_starts(key, X, count: int):
-    """The random numbers of ``count`` elemental starts in X, drawn at once."""
-    n, p = X.shape
-    k_first, k_more = jax.random.split(key)
-    return floyd_draws(k_first, n, min(p + 1, n), (count,)), jax.random.uniform(k_more, (count, n), jnp.float32)
 
 
 def swap_ratios(X, state: Subset, h) -> Array:
@@ -436,6 +463,15 @@ def _c_steps(X, h: int, count: int):
     return steps
 
 
+def _best_starts(key, X, h, count: int, n_best: int) -> Subset:
+    """The ``n_best`` best of ``count`` elemental starts in X, each its h closest points and
+    two C-steps (:func:`c_step`'s quick form where it applies)."""
+    n, p = X.shape
+    outer = quick_form(X)
+    start = lambda draws, order: _c_steps(X, h, 3)(_elemental_start(X, draws, order, None, outer))
+    return _best(jax.vmap(start)(*start_draws(key, n, min(p + 1, n), (count,))), n_best)
+
+
 def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Bool[Array, "n_best n"]:
     """The subsets ``H`` of the ``n_best`` best of ``n_starts`` elemental starts after two
     C-steps (in :func:`c_step`'s quick form for p <= QUICK_MAX_P, with X centred at its
@@ -445,21 +481,16 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Bool[Array, "n_be
     for two more C-steps, and the ``n_best`` best are moved to all the data."""
     n = X.shape[0]
     X = X - jnp.median(X, 0)
-    k_start, k_split = jax.random.split(key)
     if n <= NESTED_ABOVE:
-        start = lambda draws, order: _c_steps(X, h, 3)(_elemental_start(X, draws, order, None, quick_form(X)))
-        return _best(jax.vmap(start)(*_random_starts(k_start, X, n_starts)), n_best).H
+        return _best_starts(key, X, h, n_starts, n_best).H
+    k_start, k_split = jax.random.split(key)
     n_merged = min(n, MERGED_SIZE)
     n_sub = max(1, min(MAX_SUBSETS, n_merged // SUBSET_SIZE))
     size = n_merged // n_sub
     merged = X[jax.random.permutation(k_split, n)[:n_merged]]
     parts = merged[: n_sub * size].reshape(n_sub, size, -1)
     h_part, h_merged = -(-size * h // n), -(-n_merged * h // n)
-
-    def in_part(key, part):
-        start = lambda draws, order: _c_steps(part, h_part, 3)(_elemental_start(part, draws, order, None, quick_form(part)))
-        return _best(jax.vmap(start)(*_random_starts(key, part, max(1, n_starts // n_sub))), n_best)
-
+    in_part = lambda key, part: _best_starts(key, part, h_part, max(1, n_starts // n_sub), n_best)
     found = jax.vmap(in_part)(jax.random.split(k_start, n_sub), parts)
     found = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), found)
     outer = quick_form(merged)
@@ -575,7 +606,7 @@ def _fit_unit(key, X, h, factors, n_starts, n_best, max_steps, conventions, init
                raw.log_det, exact, normal, jnp.where(exact, on_plane, 0))
 
 
-__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "floyd_draws",
+__all__ = ["MCD", "Subset", "fit", "fit_core", "in_units", "c_step", "subset", "refine", "elemental_start", "start_draws", "floyd_draws",
            "floyd_subset", "quick_form", "univariate_mcd", "closest", "weighted_moments", "consistency_factor",
            "chi2_quantile", "default_h", "h_from_alpha", "h_alpha_n", "small_sample_factor", "robustbase_factors",
            "REWEIGHT_QUANTILE", "CONVENTIONS"]

@@ -159,15 +159,16 @@ def rrcov_pairs(n: int, n_directions: int) -> tuple[np.ndarray, np.ndarray]:
 
 def pairs(key, n: int, n_directions: int, conventions: str = "bayeskit") -> tuple[Array, Array]:
     """Index pairs (i, j), i != j: all of them when n(n - 1)/2 <= ``n_directions``, else
-    ``n_directions`` random ones (rrcov's fixed ones under ``conventions="rrcov"``)."""
+    ``n_directions`` random ones (rrcov's fixed ones under ``conventions="rrcov"``), from 32
+    random bits per index taken modulo the number of choices."""
     if n * (n - 1) // 2 <= n_directions:
         i, j = np.triu_indices(n, 1)
         return jnp.asarray(i), jnp.asarray(j)
     if conventions == "rrcov":
         return tuple(map(jnp.asarray, rrcov_pairs(n, n_directions)))
-    k1, k2 = jax.random.split(key)
-    i = jax.random.randint(k1, (n_directions,), 0, n)
-    return i, (i + jax.random.randint(k2, (n_directions,), 1, n)) % n
+    bits = jax.random.bits(key, (2, n_directions), jnp.uint32)  # i uniform, j uniform among the others
+    i = (bits[0] % n).astype(jnp.int32)
+    return i, (i + 1 + (bits[1] % (n - 1)).astype(jnp.int32)) % n
 
 
 ALL_PAIRS = 20_000

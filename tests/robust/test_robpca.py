@@ -77,12 +77,13 @@ def test_planted_outliers_are_labelled_by_kind(use_mcd):
 
 def test_exact_fit_directions_reduce_the_dimension():
     """25 of 30 points on the plane x3 = 0, and a pair of points differing in x3 only: that
-    direction has s_MCD = 0, the data are projected onto the plane, and the plane is found."""
+    direction has s_MCD = 0, the data are projected onto the plane, and the plane is found
+    (all 435 pairs are directions, so that one is among them whatever the key)."""
     rng = np.random.default_rng(4)
     X = np.c_[rng.normal(size=(30, 2)) * [3.0, 1.0], np.zeros(30)]
     X[25:, 2] = rng.uniform(3, 6, 5)
     X[25, :2] = X[0, :2]
-    r = robpca.fit(jax.random.key(0), X, 2, use_mcd=False).state
+    r = robpca.fit(jax.random.key(0), X, 2, use_mcd=False, n_directions=435).state
     assert int(r.n_reductions) >= 1
     np.testing.assert_allclose(np.abs(np.asarray(r.components)[2]), 0, atol=1e-8)
     assert np.all(np.asarray(r.labels)[25:] >= 2)  # the off-plane points have a large orthogonal distance
