@@ -35,6 +35,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 from bayeskit.core import loop as _loop
 from bayeskit.core import validation
 from bayeskit.core.device import as_array
+from bayeskit.core.linalg import spd_inverse
 from bayeskit.core.scaling import column_scales
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.density.sbmoe import gate as _gate
@@ -159,7 +160,7 @@ def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, op
     if labels is None:
         labels = kmeans_pp_labels(k_init, data.Y, c)
     r0 = jnp.maximum(jax.nn.one_hot(labels, c, dtype=dtype), priors.eps)
-    L0 = jnp.linalg.cholesky(jnp.linalg.inv(priors.lambda0_inv)) * jnp.sqrt(priors.eta0 / priors.eta_q)
+    L0 = jnp.linalg.cholesky(spd_inverse(priors.lambda0_inv)) * jnp.sqrt(priors.eta0 / priors.eta_q)
     params = _gate.GateParams.from_factor(L0)
     zeros = jnp.zeros((n, c), dtype)
     return State(

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jax.scipy.special import digamma, multigammaln
 from jaxtyping import Array, Float
 
+from bayeskit.core.linalg import spd_inverse
 from bayeskit.core.scaling import column_scales
 
 LP_SENSES = ("min", "max", "softmax")
@@ -343,9 +344,9 @@ def kl_experts(experts: Experts, priors: Priors) -> Array:
              + 1/2 [D kappa0/kappa - D + D log(kappa/kappa0) + kappa0 nu (m - mu0)' Psi^-1 (m - mu0)]
     """
     dy = experts.m.shape[1]
-    psi_inv = jnp.linalg.inv(experts.psi)
-    sigma0_inv = jnp.linalg.inv(priors.sigma0)
-    kl_w = jax.vmap(lambda V1, n1: kl_wishart(V1, n1, sigma0_inv, priors.nu0))(0.5 * (psi_inv + jnp.swapaxes(psi_inv, -1, -2)), experts.nu)
+    psi_inv = jax.vmap(spd_inverse)(experts.psi)
+    sigma0_inv = spd_inverse(priors.sigma0)
+    kl_w = jax.vmap(lambda V1, n1: kl_wishart(V1, n1, sigma0_inv, priors.nu0))(psi_inv, experts.nu)
     dev = experts.m - priors.mu0
     quad = jnp.einsum("ci,cij,cj->c", dev, psi_inv, dev)
     ratio = priors.kappa0 / experts.kappa
@@ -354,5 +355,4 @@ def kl_experts(experts: Experts, priors: Priors) -> Array:
 
 def kl_gate(L: Array, priors: Priors) -> Array:
     """``KL(W(L L', eta_q) || W(Lambda0, eta0))`` (:func:`kl_wishart`)."""
-    lambda0 = jnp.linalg.inv(priors.lambda0_inv)
-    return kl_wishart(L @ L.T, priors.eta_q, 0.5 * (lambda0 + lambda0.T), priors.eta0)
+    return kl_wishart(L @ L.T, priors.eta_q, spd_inverse(priors.lambda0_inv), priors.eta0)
