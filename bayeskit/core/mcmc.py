@@ -16,6 +16,7 @@ from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskit.core import progress as _progress
+from bayeskit.core import sampling
 from bayeskit.core.xla import loop_program
 
 
@@ -26,11 +27,10 @@ def _is_batch_of_keys(key) -> bool:
 
 
 def gammas(keys, shapes, dtype) -> jax.Array:
-    """Gamma(shapes[i]) variates, one per key, by one sampler vmapped over the keys: JAX's
-    batching rule for the Gamma primitive draws per key, so these are the draws of
-    separate ``jax.random.gamma(keys[i], shapes[i])`` calls, while the sampler (a while
-    loop, the largest piece of a conjugate update) is compiled once."""
-    return jax.vmap(lambda k, a: jax.random.gamma(k, a, dtype=dtype))(keys, jnp.asarray(shapes, dtype))
+    """Gamma(shapes[i]) variates, one per key, by one sampler vmapped over the keys: the
+    draws of separate ``sampling.gamma(keys[i], shapes[i])`` calls, while the sampler (a
+    while loop, the largest piece of a conjugate update) is compiled once."""
+    return jax.vmap(lambda k, a: sampling.gamma(k, a, dtype=dtype))(keys, jnp.asarray(shapes, dtype))
 
 
 class VectorisedKernel(MCMCKernel):

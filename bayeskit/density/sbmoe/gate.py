@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from bayeskit.core import sampling
 from bayeskit.core.linalg import pairwise_sqdist
 from bayeskit.density.sbmoe.estep import gate_logits, scatter
 from bayeskit.density.sbmoe.model import Priors
@@ -71,7 +72,7 @@ def log_gamma_groups(groups: list[tuple[PRNGKeyArray, int, Array, int]], dtype) 
     shapes = jnp.concatenate([jax.vmap(lambda v, dim=dim, n=n: layout(v, dim, n))(jnp.broadcast_to(jnp.asarray(dof, dtype), keys.shape[:1]))
                               for keys, dim, dof, n in groups])
     k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
-    flat = jax.vmap(lambda k, a: jax.random.loggamma(k, a, (length,), dtype))(k_diag, shapes)
+    flat = jax.vmap(lambda k, a: sampling.loggamma(k, a, (length,), dtype))(k_diag, shapes)
     out, start = [], 0
     for keys, dim, _, n in groups:
         out.append(flat[start:start + keys.shape[0], : n * dim].reshape(keys.shape[0], n, dim))

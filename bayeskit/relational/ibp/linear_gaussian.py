@@ -49,7 +49,7 @@ from jax.scipy.linalg import cho_factor, cho_solve, solve_triangular
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float, PRNGKeyArray
 
-from bayeskit.core import mcmc, validation
+from bayeskit.core import mcmc, sampling, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
 from bayeskit.relational.ibp import prior
 
@@ -222,7 +222,7 @@ def sample_hyperparameters(key, Z, X, alpha, sigma_x, sigma_a, hparams: Hyperpar
     k_plus = active.sum()
     if hparams.sample_alpha:
         shape, rate = hparams.alpha_prior
-        alpha = jax.random.gamma(k_alpha, shape + k_plus, dtype=X.dtype) / (rate + prior.harmonic(n))
+        alpha = sampling.gamma(k_alpha, shape + k_plus, dtype=X.dtype) / (rate + prior.harmonic(n))
     if hparams.sample_sigmas:
         L, _ = cho_factor(_gram(Z, sigma_x, sigma_a), lower=True)
         noise = solve_triangular(L.T, jax.random.normal(k_a, (Z.shape[1], d), X.dtype), lower=False)
@@ -230,9 +230,9 @@ def sample_hyperparameters(key, Z, X, alpha, sigma_x, sigma_a, hparams: Hyperpar
         a_shape, a_scale = hparams.sigma_a_prior
         x_shape, x_scale = hparams.sigma_x_prior
         ss_a = jnp.sum(jnp.where(active[:, None], A * A, 0.0))
-        sigma_a = jnp.sqrt((a_scale + 0.5 * ss_a) / jax.random.gamma(k_sa, a_shape + 0.5 * k_plus * d, dtype=X.dtype))
+        sigma_a = jnp.sqrt((a_scale + 0.5 * ss_a) / sampling.gamma(k_sa, a_shape + 0.5 * k_plus * d, dtype=X.dtype))
         resid = X - Z @ A
-        sigma_x = jnp.sqrt((x_scale + 0.5 * jnp.sum(resid * resid)) / jax.random.gamma(k_sx, x_shape + 0.5 * n * d, dtype=X.dtype))
+        sigma_x = jnp.sqrt((x_scale + 0.5 * jnp.sum(resid * resid)) / sampling.gamma(k_sx, x_shape + 0.5 * n * d, dtype=X.dtype))
     return alpha, sigma_x, sigma_a
 
 

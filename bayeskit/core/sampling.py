@@ -1,0 +1,71 @@
+"""Gamma variates by Marsaglia & Tsang's method (ACM Trans. Math. Softw. 26, 2000), with
+every variate's rejection loop run as one.
+
+For a shape b >= 1, with d = b - 1/3, c = 1 / sqrt(9 d), x standard normal and u uniform,
+
+    v = (1 + c x)^3,   d v ~ Gamma(b) when v > 0 and log u < x^2 / 2 + d - d v + d log v      (1)
+
+(otherwise draw again). A shape a < 1 takes b = a + 1 and a further uniform u':
+
+    Gamma(a) = Gamma(a + 1) u'^(1/a),   log Gamma(a) = log Gamma(a + 1) + log(u') / a,        (2)
+
+the logarithm staying finite where Gamma(a) itself underflows.
+
+JAX's sampler runs a rejection loop per variate (vmapped, with a split of the key per
+variate and round); in a conjugate update it is the largest piece of the compiled program.
+Here each round draws one candidate (1)-(2) for every variate from one block of uniforms,
+and a variate keeps the first it accepts, so the program holds one small loop. Each variate
+is exact; the draws differ from JAX's for the same key. A variate's uniforms sit side by side
+in the block, so under JAX's partitionable Threefry (the default) the first m variates of a
+longer draw are those a draw of m gives.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import erfinv
+from jaxtyping import Array, PRNGKeyArray
+
+
+def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
+    """Gamma(a) variates of ``shape`` (their logarithms with ``log``), by (1)-(2)."""
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    a = jnp.asarray(a, dtype)
+    shape = a.shape if shape is None else tuple(shape)
+    a = jnp.broadcast_to(a, shape)
+    small = a < 1
+    d = jnp.where(small, a + 1, a) - 1 / 3
+    c = 1 / jnp.sqrt(9 * d)
+    lowest = np.nextafter(np.asarray(-1, dtype), np.asarray(0, dtype))
+
+    def draw(carry):
+        key, value, waiting = carry
+        key, k = jax.random.split(key)
+        u = jax.random.uniform(k, (*shape, 3), dtype)  # a variate's three side by side: see below
+        x = np.sqrt(2).astype(dtype) * erfinv(jnp.maximum(2 * u[..., 0] - 1, lowest))  # standard normal
+        v = (1 + c * x) ** 3
+        log_v = jnp.log(jnp.where(v > 0, v, 1))
+        accept = (v > 0) & (jnp.log(u[..., 1]) < 0.5 * x * x + d - d * v + d * log_v)
+        boost = jnp.where(small, jnp.log(u[..., 2]) / a, 0)  # (2)
+        candidate = jnp.log(d) + log_v + boost if log else d * v * jnp.exp(boost)
+        take = waiting & accept
+        return key, jnp.where(take, candidate, value), waiting & ~accept
+
+    start = (key, jnp.zeros(shape, dtype), jnp.ones(shape, bool))
+    return jax.lax.while_loop(lambda carry: jnp.any(carry[2]), draw, start)[1]
+
+
+def gamma(key: PRNGKeyArray, a, shape=None, dtype=None) -> Array:
+    """Gamma(``a``, 1) variates of ``shape`` (default ``a``'s), as ``jax.random.gamma``."""
+    return _marsaglia_tsang(key, a, shape, dtype, log=False)
+
+
+def loggamma(key: PRNGKeyArray, a, shape=None, dtype=None) -> Array:
+    """The logarithms of Gamma(``a``, 1) variates, as ``jax.random.loggamma`` (finite for
+    shapes so small that the variates underflow)."""
+    return _marsaglia_tsang(key, a, shape, dtype, log=True)
+
+
+__all__ = ["gamma", "loggamma"]
