@@ -22,7 +22,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.linalg import pairwise_sqdist
+from bayeskit.core.linalg import pairwise_sqdist, spd_inverse
 from bayeskit.core.loop import as_arrays
 from bayeskit.density.mixture import Mixture
 from bayeskit.density.sbmoe.gate import bartlett, log_gamma_groups, log_gammas
@@ -51,11 +51,10 @@ def expert_draws(key: PRNGKeyArray, state: State, n_draws: int, log_gamma: Array
     if log_gamma is None:
         log_gamma = jax.vmap(lambda k, nu: log_gammas(k[None], dy, nu, n_draws, dtype)[0])(keys, e.nu)
     A = jax.vmap(lambda k, nu, lg: bartlett(k, dy, nu, n_draws, dtype, lg), out_axes=1)(keys, e.nu, log_gamma)
-    chol_prec = jnp.linalg.cholesky(jnp.linalg.inv(e.psi))  # W ~ Wishart(Psi^-1, nu): W = P A A' P'
+    chol_prec = jnp.linalg.cholesky(jax.vmap(spd_inverse)(e.psi))  # W ~ Wishart(Psi^-1, nu): W = P A A' P'
     factor = chol_prec[None] @ A  # (K_e, C, Dy, Dy): W = factor factor'
-    # Sigma = W^-1 = factor^-T factor^-1; its Cholesky factor from the inverse of ``factor``.
-    sigma = jnp.linalg.inv(factor @ jnp.swapaxes(factor, -1, -2))
-    chol = jnp.linalg.cholesky(0.5 * (sigma + jnp.swapaxes(sigma, -1, -2)))
+    sigma = jax.vmap(jax.vmap(spd_inverse))(factor @ jnp.swapaxes(factor, -1, -2))  # Sigma = W^-1
+    chol = jnp.linalg.cholesky(sigma)
     z = jax.random.normal(k_mu, (n_draws, c, dy), dtype)
     mu = e.m + jnp.einsum("kcij,kcj->kci", chol, z) / jnp.sqrt(e.kappa)[None, :, None]
     return mu, chol
