@@ -307,7 +307,8 @@ def case_robpca(size: str) -> Case:
         X, n, k, name = datasets.load_robpca("glass")["X"], 160, 3, "glass"
 
     def functional(hp):
-        f = jax.jit(lambda kk, X: robpca.fit(kk, X, k, 0.75, 10))
+        # the estimator's default directions: all pairs up to robpca.ALL_PAIRS (the same work)
+        f = jax.jit(lambda kk, X: robpca.fit(kk, X, k, 0.75, 10, n_directions=robpca.default_directions(n)))
         return lambda seed, X: f(key(seed), X)
 
     return Case(f"{name}: {n} of its {len(X)} rows (x {X.shape[1]}), k = {k}", lambda s: (rows_without_replacement(X, n, s),),
