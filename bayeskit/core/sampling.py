@@ -53,7 +53,9 @@ def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
         take = waiting & accept
         return key, jnp.where(take, candidate, value), waiting & ~accept
 
-    start = (key, jnp.zeros(shape, dtype), jnp.ones(shape, bool))
+    # shapes outside (0, inf) draw nothing: Gamma(0) = 0, Gamma(inf) = inf, NaN otherwise (as JAX's)
+    limit = jnp.where(a == 0, 0.0, jnp.where(a == jnp.inf, jnp.inf, jnp.nan)).astype(dtype)
+    start = (key, jnp.log(limit) if log else limit, (a > 0) & (a < jnp.inf))
     return jax.lax.while_loop(lambda carry: jnp.any(carry[2]), draw, start)[1]
 
 

@@ -37,6 +37,16 @@ def test_draws_under_vmap_are_those_of_separate_calls_and_prefixes_agree():
     np.testing.assert_array_equal(long[:20], short)
 
 
+def test_shapes_outside_the_positive_reals_end_the_loop_as_jax_does():
+    """Shape 0 gives 0 (log: -inf), an infinite shape inf, a negative or NaN shape NaN, each
+    without a single round (the loop would otherwise never accept), beside valid shapes."""
+    a = jnp.array([0.0, np.inf, -1.0, np.nan, 2.0])
+    g, lg = sampling.gamma(jax.random.key(0), a), sampling.loggamma(jax.random.key(0), a)
+    np.testing.assert_array_equal(g[:4], [0.0, np.inf, np.nan, np.nan])
+    np.testing.assert_array_equal(lg[:4], [-np.inf, np.inf, np.nan, np.nan])
+    assert np.isfinite(g[4]) and g[4] > 0 and np.isclose(lg[4], np.log(g[4]))  # the same key draws the same variate
+
+
 def test_shapes_broadcast_and_dtypes_follow_the_request():
     g = sampling.gamma(jax.random.key(0), jnp.array([1.0, 3.0]), (4, 2), jnp.float32)
     assert g.shape == (4, 2) and g.dtype == jnp.float32
