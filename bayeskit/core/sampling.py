@@ -3,13 +3,15 @@ every variate's rejection loop run as one.
 
 For a shape b >= 1, with d = b - 1/3, c = 1 / sqrt(9 d), x standard normal and u uniform,
 
-    v = (1 + c x)^3,   d v ~ Gamma(b) when v > 0 and log u < x^2 / 2 + d - d v + d log v      (1)
+    v = (1 + c x)^3,   d v ~ Gamma(b) when v > 0 and log u < x^2 / 2 + d (1 - v + log v)    (1)
 
 (otherwise draw again). A shape a < 1 takes b = a + 1 and a further uniform u':
 
     Gamma(a) = Gamma(a + 1) u'^(1/a),   log Gamma(a) = log Gamma(a + 1) + log(u') / a,        (2)
 
-the logarithm staying finite where Gamma(a) itself underflows.
+the logarithm staying finite where Gamma(a) itself underflows (u' is taken as 1 - u for u
+uniform on [0, 1), never 0). The bracket of (1) is written as a whole: in single precision,
+d - d v + d log v loses the bracket's value to the rounding of d v once d reaches about 1e4.
 
 JAX's sampler runs a rejection loop per variate (vmapped, with a split of the key per
 variate and round); in a conjugate update it is the largest piece of the compiled program.
@@ -17,7 +19,7 @@ Here each round draws one candidate (1)-(2) for every variate from one block of 
 and a variate keeps the first it accepts, so the program holds one small loop. Each variate
 is exact; the draws differ from JAX's for the same key. A variate's uniforms sit side by side
 in the block, so under JAX's partitionable Threefry (the default) the first m variates of a
-longer draw are those a draw of m gives.
+longer draw (of a one-dimensional shape) are those a draw of m gives.
 """
 
 from __future__ import annotations
@@ -47,15 +49,17 @@ def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
         x = np.sqrt(2).astype(dtype) * erfinv(jnp.maximum(2 * u[..., 0] - 1, lowest))  # standard normal
         v = (1 + c * x) ** 3
         log_v = jnp.log(jnp.where(v > 0, v, 1))
-        accept = (v > 0) & (jnp.log(u[..., 1]) < 0.5 * x * x + d - d * v + d * log_v)
-        boost = jnp.where(small, jnp.log(u[..., 2]) / a, 0)  # (2)
+        accept = (v > 0) & (jnp.log(u[..., 1]) < 0.5 * x * x + d * (1 - v + log_v))
+        boost = jnp.where(small, jnp.log1p(-u[..., 2]) / a, 0)  # (2)
         candidate = jnp.log(d) + log_v + boost if log else d * v * jnp.exp(boost)
-        take = waiting & accept
-        return key, jnp.where(take, candidate, value), waiting & ~accept
+        value = jnp.where(waiting & accept, candidate, value)
+        return key, value, waiting & jnp.isnan(value)  # waiting variates hold NaN until they accept
 
     # shapes outside (0, inf) draw nothing: Gamma(0) = 0, Gamma(inf) = inf, NaN otherwise (as JAX's)
+    valid = (a > 0) & (a < jnp.inf)
     limit = jnp.where(a == 0, 0.0, jnp.where(a == jnp.inf, jnp.inf, jnp.nan)).astype(dtype)
-    start = (key, jnp.log(limit) if log else limit, (a > 0) & (a < jnp.inf))
+    limit = jnp.log(limit) if log else limit
+    start = (key, jnp.where(valid, jnp.nan, limit).astype(dtype), valid)
     return jax.lax.while_loop(lambda carry: jnp.any(carry[2]), draw, start)[1]
 
 

@@ -339,11 +339,11 @@ def _elemental_start(X, draws, order, h, outer) -> Subset:
     ``draws`` and ``order``, whose smallest value outside the subset names the point a
     singular subset takes next."""
     n = X.shape[0]
-    taken = jnp.asarray(jnp.iinfo(order.dtype).max, order.dtype)
+    taken = jnp.asarray(jnp.iinfo(order.dtype).max, order.dtype)  # above every order >> 1
 
     def grow(carry):
         m, s = carry
-        return m + 1, subset(X, s.H.at[jnp.argmin(jnp.where(s.H, taken, order))].set(True), outer)
+        return m + 1, subset(X, s.H.at[jnp.argmin(jnp.where(s.H, taken, order >> 1))].set(True), outer)
 
     def singular(carry):
         m, s = carry
