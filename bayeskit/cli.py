@@ -1,6 +1,6 @@
 """The bayeskit command: reproduce the papers' experiments and benchmark the models.
 
-    bayeskit reproduce [--quick] [--only NAME ...] [--out DIR] [--seed N]
+    bayeskit reproduce [--quick] [--only NAME ...] [--out DIR] [--seed N] [--jobs N]
     bayeskit list
     bayeskit bench (--all | --only MODEL ... | --report) [--device cpu|gpu] [--quick] [--bsml-peer PATH]
 
@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 
-def _enable_x64() -> None:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)  # the papers' experiments run in float64
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _benchmarks_dir(given: str | None) -> Path | None:
@@ -47,6 +48,9 @@ def _parser(bench_models: list[str]) -> argparse.ArgumentParser:
     rep.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments (see `bayeskit list`)")
     rep.add_argument("--out", default="reproduce_out", help="folder for the JSON, Markdown and PNG outputs")
     rep.add_argument("--seed", type=int, default=0)
+    rep.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                     help="experiments run side by side in N worker processes (default: 2 with --quick where two "
+                          "cores are free, else 1)")
     sub.add_parser("list", help="list the experiments")
     bench = sub.add_parser("bench", help="run every model's speed benchmark against its peers and write "
                                          "benchmarks/results/REPORT.md (from a checkout)")
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return _bench(parser, args, folder)
 
-    from bayeskit.experiments import EXPERIMENTS, load_experiment, summary
+    from bayeskit.experiments import EXPERIMENTS, summary
 
     if args.command == "list":
         for name in EXPERIMENTS:
@@ -87,17 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
-    _enable_x64()
-    from bayeskit.experiments.common import markdown_tables
+    from bayeskit.experiments.runner import default_jobs, run_experiment, run_parallel
 
-    for name in names:
-        start = time.perf_counter()
-        print(f"== {name} ({'quick' if args.quick else 'full'}) ==", flush=True)
-        with markdown_tables(Path(args.out) / f"{name}.md"):
-            load_experiment(name).run(args.out, quick=args.quick, seed=args.seed)
-        print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {args.out}/ (JSON, Markdown tables, figures)",
-              flush=True)
-    return 0
+    jobs = args.jobs or default_jobs(args.quick, len(names))
+    start = time.perf_counter()
+    if jobs == 1:
+        for name in names:
+            run_experiment(name, args.out, args.quick, args.seed)
+        failed = []
+    else:
+        print(f"{len(names)} experiments on {jobs} worker processes; each one's tables are printed when it ends", flush=True)
+        failed = run_parallel(names, (args.out, args.quick, args.seed), jobs)
+    print(f"== {len(names) - len(failed)} of {len(names)} experiments done in {time.perf_counter() - start:.1f} s"
+          + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
+    return 1 if failed else 0
 
 
 def _bench(parser, args, folder: Path | None) -> int:

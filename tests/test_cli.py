@@ -30,7 +30,8 @@ PROBE = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["list"], ["reproduce", "--only", "nosuchthing"], ["bench", "--only", "nosuchmodel"]])
+@pytest.mark.parametrize("argv", [["--help"], ["list"], ["reproduce", "--only", "nosuchthing"], ["reproduce", "--jobs", "0"],
+                                  ["bench", "--only", "nosuchmodel"]])
 def test_help_list_and_argument_errors_import_no_jax(argv):
     run = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -65,3 +66,43 @@ def test_help_is_plain_text_and_lists_the_benchmark_models(capsys):
         text = capsys.readouterr().out
         assert "``" not in text
     assert "glasso" in text and "--device" in text and "where our side runs" in text
+
+
+def _chatty(name, lines, pause):
+    """A stand-in experiment for the worker processes: prints ``lines`` numbered lines with
+    pauses between them (so that two workers' prints would interleave if not captured),
+    the progress-bar switch it sees, a warning, and raises for the name "fails"."""
+    import os
+    import time
+    import warnings
+
+    for i in range(lines):
+        print(f"{name} line {i}", flush=True)
+        time.sleep(pause)
+    warnings.warn(f"{name} warns", stacklevel=1)
+    print(f"{name} bars {os.environ.get('BAYESKIT_PROGRESS')}")
+    if name == "fails":
+        raise RuntimeError(f"{name} broke")
+
+
+def test_parallel_runs_print_each_experiment_whole_and_go_on_after_a_failure():
+    from bayeskit.experiments.runner import run_parallel
+
+    shown = []
+    failed = run_parallel(["first", "fails", "last"], (4, 0.05), 2, task=_chatty, show=shown.append)
+    assert failed == ["fails"]
+    assert sorted(block.split()[0] for block in shown) == ["fails", "first", "last"]
+    for block in shown:
+        name = block.split()[0]
+        lines = block.splitlines()
+        assert lines[:4] == [f"{name} line {i}" for i in range(4)], block  # whole, in order, no other's lines
+        assert f"{name} warns" in block and f"{name} bars 0" in block, block
+        assert ("RuntimeError: fails broke" in block and "FAILED" in block) == (name == "fails"), block
+
+
+def test_default_jobs():
+    from bayeskit.experiments.runner import available_cores, default_jobs
+
+    assert default_jobs(False, 16) == 1
+    assert default_jobs(True, 16) == min(2, available_cores())
+    assert default_jobs(True, 1) == 1

@@ -3,7 +3,8 @@
 The bar lives on the host; the loop reports its iteration through
 ``jax.debug.callback``. Under ``vmap`` the callback runs once per batch element, so the
 bar shows the furthest iteration reached by any element. Progress is switched off when
-the ``CI`` environment variable is set.
+the ``CI`` environment variable is set, or ``BAYESKIT_PROGRESS=0`` (the workers of
+``bayeskit reproduce --jobs``, whose output is captured).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ _tokens = itertools.count()
 
 
 def enabled(progress: bool | None) -> bool:
-    """Whether to show a bar: only when asked and not under CI."""
-    return bool(progress) and not os.environ.get("CI")
+    """Whether to show a bar: only when asked, not under CI and not switched off."""
+    return bool(progress) and not os.environ.get("CI") and os.environ.get("BAYESKIT_PROGRESS", "1") != "0"
 
 
 def new_token() -> int:

@@ -3,6 +3,7 @@
 Each module reproduces one table or figure: ``run(out_dir, quick=False) -> dict`` prints
 our numbers beside the paper's and writes JSON (and PNG where the paper has a figure)
 to ``out_dir``. Quick mode finishes in about a minute on two cores.
+:mod:`bayeskit.experiments.runner` runs them one after another or side by side.
 
 The registry imports nothing: ``bayeskit list`` reads each module's docstring from its
 source, and :func:`load_experiment` imports one module when it is run.
