@@ -3,6 +3,7 @@ importing an experiment, lists whole descriptions, and names the valid choices."
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -106,3 +107,48 @@ def test_default_jobs():
     assert default_jobs(False, 16) == 1
     assert default_jobs(True, 16) == min(2, available_cores())
     assert default_jobs(True, 1) == 1
+
+
+INTERRUPTED = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    from test_cli import _chatty
+    from bayeskit.experiments.runner import run_parallel
+    if __name__ == "__main__":
+        start = time.perf_counter()
+        try:
+            run_parallel(["a", "b", "c"], (600, 0.1), 2, task=_chatty)  # a minute per experiment
+        except KeyboardInterrupt:
+            print("interrupted", time.perf_counter() - start)
+    """
+)
+
+
+def test_an_interrupted_parallel_run_stops_its_workers_at_once(tmp_path):
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED.format(tests=str(Path(__file__).parent)))
+    restore = lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgrp())  # a Ctrl-C to the parent alone
+    run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=restore)
+    try:
+        time.sleep(4)
+        os.kill(run.pid, signal.SIGINT)
+        out, _ = run.communicate(timeout=30)
+        assert "interrupted" in out, out[-2000:]
+        for _ in range(50):  # the workers were sent SIGTERM; give them a moment to go
+            try:
+                os.killpg(run.pid, 0)  # a process left in the group
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("a worker process outlived the interrupted run")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)

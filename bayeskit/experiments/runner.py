@@ -75,6 +75,12 @@ def captured(task: Callable[..., None], name: str, *args) -> Finished:
     return Finished(name, buffer.getvalue(), time.perf_counter() - start, error)
 
 
+def _report(done: Finished) -> str:
+    """The experiment's printed text, and its traceback when it failed."""
+    text = done.text.rstrip("\n")
+    return text if done.error is None else f"{text}\n== {done.name} FAILED after {done.seconds:.1f} s:\n{done.error.rstrip()}"
+
+
 def _quiet_worker() -> None:
     os.environ["BAYESKIT_PROGRESS"] = "0"
 
@@ -96,15 +102,18 @@ def run_parallel(names: Sequence[str], args: tuple, jobs: int, task: Callable[..
     with (concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_quiet_worker) as pool,
           tqdm(total=len(names), desc="experiments", unit="exp", disable=bool(os.environ.get("CI")) or None) as bar):
         futures = {pool.submit(captured, task, name, *args): name for name in names}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                done = future.result()
-            except Exception as e:  # the worker died (killed, out of memory): its output is lost
-                done = Finished(futures[future], "", float("nan"), f"the worker process failed: {e!r}\n")
-            text = done.text.rstrip("\n")
-            if done.error is not None:
-                failed.append(done.name)
-                text += f"\n== {done.name} FAILED after {done.seconds:.1f} s:\n{done.error.rstrip()}"
-            show(text)
-            bar.update(1)
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    done = future.result()
+                except Exception as e:  # the worker died (killed, out of memory): its output is lost
+                    done = Finished(futures[future], "", float("nan"), f"the worker process failed: {e!r}\n")
+                failed += [done.name] if done.error is not None else []
+                show(_report(done))
+                bar.update(1)
+        except KeyboardInterrupt:  # stop at once: the pool would otherwise finish every queued experiment
+            for process in list(pool._processes.values()):  # the executor has no public way to stop running tasks
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
     return failed
