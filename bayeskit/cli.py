@@ -18,7 +18,10 @@ from pathlib import Path
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -91,17 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
-    from bayeskit.experiments.runner import default_jobs, run_experiment, run_parallel
+    from bayeskit.experiments.runner import default_jobs, run_parallel, run_serial
 
-    jobs = args.jobs or default_jobs(args.quick, len(names))
+    jobs = min(args.jobs or default_jobs(args.quick, len(names)), len(names))
     start = time.perf_counter()
     if jobs == 1:
-        for name in names:
-            run_experiment(name, args.out, args.quick, args.seed)
-        failed = []
+        failed = run_serial(names, (args.out, args.quick, args.seed))
     else:
         print(f"{len(names)} experiments on {jobs} worker processes; each one's tables are printed when it ends", flush=True)
-        failed = run_parallel(names, (args.out, args.quick, args.seed), jobs)
+        failed = run_parallel(names, (args.out, args.quick, args.seed, True), jobs)
     print(f"== {len(names) - len(failed)} of {len(names)} experiments done in {time.perf_counter() - start:.1f} s"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0

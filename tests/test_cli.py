@@ -81,6 +81,7 @@ def _chatty(name, lines, pause):
         print(f"{name} line {i}", flush=True)
         time.sleep(pause)
     warnings.warn(f"{name} warns", stacklevel=1)
+    os.write(2, f"{name} raw\n".encode())  # below Python, as C libraries write
     print(f"{name} bars {os.environ.get('BAYESKIT_PROGRESS')}")
     if name == "fails":
         raise RuntimeError(f"{name} broke")
@@ -97,8 +98,17 @@ def test_parallel_runs_print_each_experiment_whole_and_go_on_after_a_failure():
         name = block.split()[0]
         lines = block.splitlines()
         assert lines[:4] == [f"{name} line {i}" for i in range(4)], block  # whole, in order, no other's lines
-        assert f"{name} warns" in block and f"{name} bars 0" in block, block
+        assert f"{name} warns" in block and f"{name} raw" in block and f"{name} bars 0" in block, block
         assert ("RuntimeError: fails broke" in block and "FAILED" in block) == (name == "fails"), block
+
+
+def test_a_serial_run_goes_on_after_a_failure(capsys):
+    from bayeskit.experiments.runner import run_serial
+
+    with pytest.warns(UserWarning):
+        assert run_serial(["first", "fails", "last"], (1, 0.0), task=_chatty) == ["fails"]
+    out, err = capsys.readouterr()
+    assert "last line 0" in out and "RuntimeError: fails broke" in err and "fails FAILED" in err
 
 
 def test_default_jobs():
@@ -109,46 +119,79 @@ def test_default_jobs():
     assert default_jobs(True, 1) == 1
 
 
-INTERRUPTED = textwrap.dedent(
+
+def _marking(name, folder, seconds):
+    """A stand-in experiment that leaves a file named by its worker's process id in
+    ``folder``, then runs for ``seconds``."""
+    import os
+    import time
+    from pathlib import Path
+
+    (Path(folder) / str(os.getpid())).touch()
+    time.sleep(seconds)
+
+
+STOPPED = textwrap.dedent(
     """
     import sys, time
     sys.path.insert(0, {tests!r})
-    from test_cli import _chatty
+    from test_cli import _marking
     from bayeskit.experiments.runner import run_parallel
     if __name__ == "__main__":
         start = time.perf_counter()
         try:
-            run_parallel(["a", "b", "c"], (600, 0.1), 2, task=_chatty)  # a minute per experiment
+            run_parallel(["a", "b", "c"], ({folder!r}, 120), 2, task=_marking)
         except KeyboardInterrupt:
-            print("interrupted", time.perf_counter() - start)
+            print("stopped after", time.perf_counter() - start, "s")
     """
 )
 
 
-def test_an_interrupted_parallel_run_stops_its_workers_at_once(tmp_path):
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an ended process not yet reaped)."""
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_workers_stop_when_the_parallel_run_is_interrupted_or_killed(tmp_path, how):
+    """A Ctrl-C to the parent alone stops the workers at once; so does the parent's death
+    (a kill, the out-of-memory killer), which the pool itself would not notice."""
     import os
     import signal
     import time
-    from pathlib import Path
 
-    script = tmp_path / "interrupted.py"
-    script.write_text(INTERRUPTED.format(tests=str(Path(__file__).parent)))
-    restore = lambda: (signal.signal(signal.SIGINT, signal.SIG_DFL), os.setpgrp())  # a Ctrl-C to the parent alone
+    folder = tmp_path / "workers"
+    folder.mkdir()
+    script = tmp_path / "parallel_run.py"
+    script.write_text(STOPPED.format(tests=os.path.dirname(__file__), folder=str(folder)))
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # pytest-xdist workers may ignore SIGINT
     run = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           preexec_fn=restore)
+                           preexec_fn=restore, start_new_session=True)
+    workers = []
     try:
-        time.sleep(4)
-        os.kill(run.pid, signal.SIGINT)
-        out, _ = run.communicate(timeout=30)
-        assert "interrupted" in out, out[-2000:]
-        for _ in range(50):  # the workers were sent SIGTERM; give them a moment to go
-            try:
-                os.killpg(run.pid, 0)  # a process left in the group
-            except ProcessLookupError:
+        for _ in range(1200):  # both workers have started their experiment
+            workers = [int(f.name) for f in folder.iterdir()]
+            if len(workers) == 2 or run.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert len(workers) == 2, run.communicate()[0][-2000:]
+        os.kill(run.pid, getattr(signal, how))
+        out, _ = run.communicate(timeout=60)
+        if how == "SIGINT":
+            assert out.startswith("stopped after"), out[-2000:]
+        for _ in range(100):
+            if not any(map(_running, workers)):
                 break
             time.sleep(0.1)
         else:
-            raise AssertionError("a worker process outlived the interrupted run")
+            raise AssertionError(f"workers {[w for w in workers if _running(w)]} outlived the run")
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(run.pid, signal.SIGKILL)
+        for pid in [run.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -11,10 +11,11 @@ progress bars (``BAYESKIT_PROGRESS=0``); the parent shows one bar over the exper
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import io
 import multiprocessing
 import os
+import sys
+import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -33,23 +34,32 @@ class Finished(NamedTuple):
 
 
 def available_cores() -> int:
-    """The cores this process may run on."""
+    """The cores this process may run on: its CPU affinity, bounded by a cgroup (v2) CPU
+    quota where one is set (containers)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity call (macOS, Windows)
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return cores
 
 
 def default_jobs(quick: bool, n_experiments: int) -> int:
-    """Quick runs: two workers where two cores are free (quick experiments are mostly
-    compilation, on one core each). Full runs: one, because their long fits already use
-    every core."""
+    """Quick runs: two workers where two cores are available (quick experiments are
+    mostly compilation, on one core each). Full runs: one, because their long fits already
+    use every core."""
     return max(1, min(2, available_cores(), n_experiments)) if quick else 1
 
 
-def run_experiment(name: str, out: str, quick: bool, seed: int) -> None:
+def run_experiment(name: str, out: str, quick: bool, seed: int, beside_others: bool = False) -> None:
     """Run experiment ``name`` (in float64, as the papers), printing its header, its tables
-    and its time; its tables also go to ``out/name.md``."""
+    and its time; its tables also go to ``out/name.md``. ``beside_others``: the header says
+    that the experiment's timings may have been taken while other workers ran."""
     import jax
 
     from bayeskit.experiments import load_experiment
@@ -57,22 +67,53 @@ def run_experiment(name: str, out: str, quick: bool, seed: int) -> None:
 
     jax.config.update("jax_enable_x64", True)
     start = time.perf_counter()
-    print(f"== {name} ({'quick' if quick else 'full'}) ==", flush=True)
+    shared = "; its timings may be taken beside other experiments: --jobs 1 times it alone" if beside_others else ""
+    print(f"== {name} ({'quick' if quick else 'full'}{shared}) ==", flush=True)
     with markdown_tables(Path(out) / f"{name}.md"):
         load_experiment(name).run(out, quick=quick, seed=seed)
     print(f"== {name} done in {time.perf_counter() - start:.1f} s; outputs in {out}/ (JSON, Markdown tables, figures)", flush=True)
 
 
+def run_serial(names: Sequence[str], args: tuple, task: Callable[..., None] = run_experiment) -> list[str]:
+    """Run ``task(name, *args)`` for every name in this process, printing as it goes; an
+    experiment that raises is reported with its traceback and the others go on. Returns
+    the names that failed."""
+    failed = []
+    for name in names:
+        try:
+            task(name, *args)
+        except Exception:
+            traceback.print_exc()
+            print(f"== {name} FAILED", file=sys.stderr, flush=True)
+            failed.append(name)
+    return failed
+
+
 def captured(task: Callable[..., None], name: str, *args) -> Finished:
-    """``task(name, *args)`` with everything it prints (stdout and stderr, warnings
-    included) captured; an exception is caught and handed back as its traceback."""
-    buffer, start, error = io.StringIO(), time.perf_counter(), None
-    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+    """``task(name, *args)`` with everything written to this process's standard output and
+    error while it runs (prints, warnings, logs, and what C libraries write) captured: the
+    file descriptors 1 and 2 point at a temporary file meanwhile. An exception is caught
+    and handed back as its traceback."""
+    start, error = time.perf_counter(), None
+    with tempfile.TemporaryFile() as file:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(1), os.dup(2)
+        os.dup2(file.fileno(), 1)
+        os.dup2(file.fileno(), 2)
         try:
             task(name, *args)
         except Exception:
             error = traceback.format_exc()
-    return Finished(name, buffer.getvalue(), time.perf_counter() - start, error)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in zip((1, 2), saved):
+                os.dup2(copy, fd)
+                os.close(copy)
+        file.seek(0)
+        text = file.read().decode(errors="replace")
+    return Finished(name, text, time.perf_counter() - start, error)
 
 
 def _report(done: Finished) -> str:
@@ -81,8 +122,26 @@ def _report(done: Finished) -> str:
     return text if done.error is None else f"{text}\n== {done.name} FAILED after {done.seconds:.1f} s:\n{done.error.rstrip()}"
 
 
-def _quiet_worker() -> None:
+def _worker_start(parent: int) -> None:
+    """In each worker: no progress bars, prints written at once (so that prints and
+    warnings keep their order), and an exit as soon as the parent process is gone (killed,
+    or ended without stopping its workers), which the pool itself would not notice."""
     os.environ["BAYESKIT_PROGRESS"] = "0"
+    sys.stdout.reconfigure(line_buffering=True)
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _stop(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """Stop every worker now and drop the queued experiments."""
+    for process in list((pool._processes or {}).values()):  # the executor has no public way to stop running tasks
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_parallel(names: Sequence[str], args: tuple, jobs: int, task: Callable[..., None] = run_experiment,
@@ -91,18 +150,19 @@ def run_parallel(names: Sequence[str], args: tuple, jobs: int, task: Callable[..
     fresh (spawn), in the given order as workers free up. Each experiment's text is shown
     as soon as it ends, whole; an experiment that raises is reported with what it printed
     and the others go on. A worker that dies (killed, out of memory) breaks the pool: the
-    experiments not finished by then are reported as failed. ``show`` prints a text (default:
-    above the bar). Returns the names that failed."""
+    experiments not finished by then are reported as failed. An interrupt stops the
+    workers at once. ``show`` prints a text (default: above the bar). Returns the names
+    that failed."""
     from tqdm.auto import tqdm
 
     show = show or tqdm.write
-
     failed = []
     context = multiprocessing.get_context("spawn")
-    with (concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_quiet_worker) as pool,
-          tqdm(total=len(names), desc="experiments", unit="exp", disable=bool(os.environ.get("CI")) or None) as bar):
-        futures = {pool.submit(captured, task, name, *args): name for name in names}
+    quiet = bool(os.environ.get("CI")) or os.environ.get("BAYESKIT_PROGRESS") == "0"
+    with (concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start, initargs=(os.getpid(),)) as pool,
+          tqdm(total=len(names), desc="experiments", unit="exp", disable=quiet or None) as bar):
         try:
+            futures = {pool.submit(captured, task, name, *args): name for name in names}
             for future in concurrent.futures.as_completed(futures):
                 try:
                     done = future.result()
@@ -111,9 +171,7 @@ def run_parallel(names: Sequence[str], args: tuple, jobs: int, task: Callable[..
                 failed += [done.name] if done.error is not None else []
                 show(_report(done))
                 bar.update(1)
-        except KeyboardInterrupt:  # stop at once: the pool would otherwise finish every queued experiment
-            for process in list(pool._processes.values()):  # the executor has no public way to stop running tasks
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+        except BaseException:  # an interrupt: otherwise the pool would finish every queued experiment first
+            _stop(pool)
             raise
     return failed
