@@ -4,6 +4,7 @@ importing an experiment, lists whole descriptions, and names the valid choices."
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import textwrap
@@ -73,7 +74,6 @@ def _chatty(name, lines, pause):
     """A stand-in experiment for the worker processes: prints ``lines`` numbered lines with
     pauses between them (so that two workers' prints would interleave if not captured),
     the progress-bar switch it sees, a warning, and raises for the name "fails"."""
-    import os
     import time
     import warnings
 
@@ -111,6 +111,31 @@ def test_a_serial_run_goes_on_after_a_failure(capsys):
     assert "last line 0" in out and "RuntimeError: fails broke" in err and "fails FAILED" in err
 
 
+def _cores(name, pause):
+    """A stand-in experiment that prints its worker's process id and the cores it may use."""
+    import time
+
+    time.sleep(pause)
+    print(os.getpid(), *sorted(os.sched_getaffinity(0)))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this system")
+def test_parallel_workers_run_on_their_own_share_of_the_cores():
+    from bayeskit.experiments.runner import run_parallel
+
+    cores = sorted(os.sched_getaffinity(0))
+    shown = []
+    assert run_parallel(["a", "b", "c", "d"], (0.3,), 2, task=_cores, show=shown.append) == []
+    shares = {}
+    for block in shown:
+        pid, *share = map(int, block.split())
+        shares[pid] = frozenset(share)
+    assert len(shares) == 2, shown  # both workers ran
+    first, second = shares.values()
+    assert len(first) == len(second) == max(1, len(cores) // 2) and first | second <= set(cores)
+    assert not first & second or len(cores) == 1
+
+
 def test_default_jobs():
     from bayeskit.experiments.runner import available_cores, default_jobs
 
@@ -123,7 +148,6 @@ def test_default_jobs():
 def _marking(name, folder, seconds):
     """A stand-in experiment that leaves a file named by its worker's process id in
     ``folder``, then runs for ``seconds``."""
-    import os
     import time
     from pathlib import Path
 
@@ -162,7 +186,6 @@ def _running(pid: int) -> bool:
 def test_workers_stop_when_the_parallel_run_is_interrupted_or_killed(tmp_path, how):
     """A Ctrl-C to the parent alone stops the workers at once; so does the parent's death
     (a kill, the out-of-memory killer), which the pool itself would not notice."""
-    import os
     import signal
     import time
 
