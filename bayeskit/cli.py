@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
     from bayeskit.experiments.runner import default_jobs, run_parallel, run_serial
 
-    jobs = min(args.jobs or default_jobs(args.quick, len(names)), len(names))
+    jobs = default_jobs(args.quick, len(names), args.jobs)
     start = time.perf_counter()
     if jobs == 1:
         failed = run_serial(names, (args.out, args.quick, args.seed))

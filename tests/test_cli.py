@@ -142,6 +142,7 @@ def test_default_jobs():
     assert default_jobs(False, 16) == 1
     assert default_jobs(True, 16) == min(2, available_cores())
     assert default_jobs(True, 1) == 1
+    assert default_jobs(True, 2, requested=5) == 2 and default_jobs(False, 16, requested=3) == 3
 
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import itertools
 import os
 
-import jax
-
 _bars: dict[int, object] = {}
 _tokens = itertools.count()
 
@@ -48,9 +46,13 @@ def _close(token: int) -> None:
 
 def report(token: int, total: int, iteration, objective) -> None:
     """Inside a traced loop: move bar ``token`` to ``iteration`` (0-based)."""
+    import jax  # here, so that :func:`enabled` can be asked without starting JAX
+
     jax.debug.callback(lambda i, o: _update(token, total, i, o), iteration, objective)
 
 
 def close(token: int, after) -> None:
     """Inside a traced function: close bar ``token`` once ``after`` is computed."""
+    import jax
+
     jax.debug.callback(lambda _: _close(token), after)

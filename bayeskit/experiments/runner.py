@@ -50,11 +50,12 @@ def available_cores() -> int:
     return cores
 
 
-def default_jobs(quick: bool, n_experiments: int) -> int:
-    """Quick runs: two workers where two cores are available (quick experiments are
-    mostly compilation, on one core each). Full runs: one, because their long fits already
-    use every core."""
-    return max(1, min(2, available_cores(), n_experiments)) if quick else 1
+def default_jobs(quick: bool, n_experiments: int, requested: int | None = None) -> int:
+    """The number of worker processes: ``requested``, else for quick runs two where two
+    cores are available (quick experiments are mostly compilation, on one core each) and
+    for full runs one (their long fits already use every core); never more than the
+    experiments."""
+    return min(requested or (min(2, available_cores()) if quick else 1), n_experiments)
 
 
 def run_experiment(name: str, out: str, quick: bool, seed: int, beside_others: bool = False) -> None:
@@ -175,14 +176,15 @@ def run_parallel(names: Sequence[str], args: tuple, jobs: int, task: Callable[..
     that failed."""
     from tqdm.auto import tqdm
 
+    from bayeskit.core import progress
+
     show = show or tqdm.write
     failed = []
     context = multiprocessing.get_context("spawn")
-    quiet = bool(os.environ.get("CI")) or os.environ.get("BAYESKIT_PROGRESS") == "0"
     started = context.Value("i", 0)
     with (concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
                                                  initargs=(os.getpid(), started, jobs)) as pool,
-          tqdm(total=len(names), desc="experiments", unit="exp", disable=quiet or None) as bar):
+          tqdm(total=len(names), desc="experiments", unit="exp", disable=None if progress.enabled(True) else True) as bar):
         try:
             futures = {pool.submit(captured, task, name, *args): name for name in names}
             for future in concurrent.futures.as_completed(futures):

@@ -80,13 +80,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import xlogy
 from jaxtyping import Array, Bool, Float
 from scipy import stats
-from scipy.special import gammaln
 
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import unit_scale
+from bayeskit.core.special import chi2_cdf, chi2_quantile
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 
@@ -173,41 +172,6 @@ def small_sample_factor(p: int, n: int, alpha: float, reweighted: bool) -> float
 def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
     """(f_raw, f_rew) of (4)."""
     return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
-
-
-def chi2_cdf(x, df: int) -> Array:
-    """The chi^2 distribution function with an integer number ``df`` of degrees of freedom,
-    P(df/2, y) with y = x/2, by its finite sums (no loop, so it compiles small):
-
-        df = 2k:      1 - sum_{j<k} e^{-y} y^j / j!,
-        df = 2k + 1:  erf(sqrt(y)) - sum_{j<k} e^{-y} y^{j+1/2} / Gamma(j + 3/2),
-
-    the terms taken in logarithms (no overflow for large y or df). Accurate to rounding in
-    absolute terms; relative accuracy is lost only where the value is far below 1/2, which
-    the quantiles and factors here never need."""
-    y = 0.5 * jnp.asarray(x)
-    k, odd = divmod(df, 2)
-    j = np.arange(k) + 0.5 * odd
-    log_terms = xlogy(j.astype(y.dtype), y[..., None]) - gammaln(j + 1).astype(y.dtype)  # j is static
-    head = jax.lax.erf(jnp.sqrt(y)) if odd else 1.0
-    return head - jnp.sum(jnp.exp(log_terms - y[..., None]), -1)
-
-
-def chi2_quantile(a, df: int, dtype=None) -> Array:
-    """The ``a``-quantile of chi^2 with ``df`` degrees of freedom, by bisection on
-    :func:`chi2_cdf` (traceable in ``a``, so a new h compiles nothing); to the last bit of
-    ``dtype`` (default: ``a``'s, or the default float)."""
-    a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
-
-    def halve(_, bounds):
-        low, high = bounds
-        mid = 0.5 * (low + high)
-        below = chi2_cdf(mid, df) < a
-        return jnp.where(below, mid, low), jnp.where(below, high, mid)
-
-    high = jnp.asarray(df + 20.0 * np.sqrt(2.0 * df) + 100.0, a.dtype)
-    low, high = jax.lax.fori_loop(0, 8 * a.dtype.itemsize + 16, halve, (jnp.zeros_like(a), high))
-    return 0.5 * (low + high)
 
 
 def consistency_factor(p: int, a, dtype=None) -> Array:

@@ -84,6 +84,7 @@ from scipy import stats
 from bayeskit.core.device import as_array
 from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.scaling import unit_scale
+from bayeskit.core.special import chi2_quantile
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 from bayeskit.robust import mcd
@@ -197,7 +198,7 @@ def reweighted_univariate_mcd(y: Float[Array, " n"], h, t0=None) -> tuple[Array,
     r = (y - t0) ** 2
     full = h >= n
     r_h = jnp.max(jnp.where(mcd.closest(r, h), r, 0.0))  # the h-th smallest r, without a sort
-    scale = r_h / mcd.chi2_quantile(jnp.where(full, 0.5, jnp.asarray(h, y.dtype) / n), 1)
+    scale = r_h / chi2_quantile(jnp.where(full, 0.5, jnp.asarray(h, y.dtype) / n), 1)
     w = jnp.where(full, True, r < scale * stats.chi2.ppf(mcd.REWEIGHT_QUANTILE, 1)).astype(y.dtype)
     m = jnp.sum(w)
     t = jnp.sum(w * y) / m
