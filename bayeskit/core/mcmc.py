@@ -15,8 +15,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer.mcmc import MCMCKernel
 
+from bayeskit.core import executables, sampling
 from bayeskit.core import progress as _progress
-from bayeskit.core import sampling
 from bayeskit.core.xla import loop_program
 
 
@@ -181,7 +181,7 @@ def _run(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, 
     return _layout(buffer, num_chains)
 
 
-@partial(jax.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_kept", "num_chains"))
+@partial(executables.jit, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_kept", "num_chains"))
 def _init_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_kept, num_chains):
     """The chains' starting state and an empty buffer for ``num_kept`` draws."""
     return _starting(hparams, key, model_args, init_params, kernel_type, data_per_chain, num_warmup, num_kept, num_chains)[1:]
@@ -199,10 +199,10 @@ def _loop_programs(platform: str):
     """``_run`` and ``_segment`` jitted with the compiler options of loop programs on
     ``platform`` (:func:`bayeskit.core.xla.loop_program`)."""
     options = loop_program(platform)
-    run = jax.jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"),
-                  compiler_options=options)
-    segment = jax.jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"),
-                      donate_argnums=(1, 2), compiler_options=options)
+    run = executables.jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"),
+                            compiler_options=options)
+    segment = executables.jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"),
+                                donate_argnums=(1, 2), compiler_options=options)
     return run, segment
 
 

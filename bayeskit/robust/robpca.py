@@ -81,6 +81,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
+from bayeskit.core import executables
 from bayeskit.core.device import as_array
 from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.scaling import unit_scale
@@ -335,7 +336,7 @@ def _provisional_planned(key, X, alpha, k_max, n_directions, n_starts, use_mcd, 
                         k_max, n_directions, n_starts, use_mcd, conventions)
 
 
-@partial(jax.jit, static_argnums=(5, 6, 7, 8, 9))
+@partial(executables.jit, static_argnums=(5, 6, 7, 8, 9))
 def _provisional(key, X, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions):
     n, p = X.shape
     X, s = unit_scale(X)
@@ -416,7 +417,7 @@ def fit_auto(key, X: Float[Array, "n p"], n_components: int | None = None, alpha
     return eqx.tree_at(lambda r: r.n_iter, result, as_array(first - k, jnp.int32))
 
 
-@partial(jax.jit, static_argnums=(2, 6, 7, 8, 9, 10))
+@partial(executables.jit, static_argnums=(2, 6, 7, 8, 9, 10))
 def _fit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions, low_mcd) -> FitResult:
     X, s = unit_scale(X)  # scale equivariance: fit X / s, then put s back
     solution, log_det = _fit_unit(key, X, k, h, h_mcd, factors, k_max, n_directions, n_starts, use_mcd, conventions,

@@ -1,0 +1,112 @@
+"""Tests of bayeskit.core.executables: a second process loads the programs the first one
+compiled, runs them without tracing and gets the same results; keys, fallbacks, damage."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskit.core import executables
+
+PROGRAM = r'''
+import json, sys
+import jax, jax.numpy as jnp
+import bayeskit.core
+from bayeskit.core import executables
+
+traces = {"f": 0, "g": 0}
+
+@executables.jit
+def f(key, x, *, scale):
+    traces["f"] += 1
+    w = jnp.linalg.eigh(x @ x.T)[0]  # a LAPACK call: its kernels must be set up before a load
+    return {"w": w * scale, "noise": jax.random.normal(key, x.shape[:1])}
+
+def f_static(key, x, n):
+    return f(key, x, scale=float(n))
+
+@executables.jit
+def g(x):
+    traces["g"] += 1
+    jax.debug.callback(lambda v: None, x)  # a host callback: not serialisable
+    return x + 1
+
+x = jnp.arange(12.0).reshape(3, 4) / 5
+out = {"a": f(jax.random.key(0), x, scale=2.0), "b": f(jax.random.key(1), x[:2], scale=2.0), "c": g(x)}
+print(json.dumps({"traces": traces, "out": jax.tree.map(lambda v: v.tolist(), out)}))
+'''
+
+
+def run_program(tmp_path, **env):
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    environ = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "BAYESKIT_EXECUTABLE_CACHE")}
+    environ.update(BAYESKIT_CACHE_DIR=str(tmp_path / "cache"), BAYESKIT_COMPILATION_CACHE="1", JAX_ENABLE_X64="1", **env)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=environ, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def stored(tmp_path):
+    return sorted((tmp_path / "cache" / "executables").glob("*.bin"))
+
+
+def test_second_process_loads_without_tracing(tmp_path):
+    first = run_program(tmp_path)
+    assert first["traces"] == {"f": 2, "g": 1}
+    assert len(stored(tmp_path)) == 2  # f at two shapes; g holds a callback
+    second = run_program(tmp_path)
+    assert second["traces"] == {"f": 0, "g": 1}
+    assert second["out"] == first["out"]
+
+
+def test_damaged_file_is_compiled_again_and_replaced(tmp_path):
+    first = run_program(tmp_path)
+    for path in stored(tmp_path):
+        path.write_bytes(b"not an executable")
+    second = run_program(tmp_path)
+    assert second["traces"] == {"f": 2, "g": 1}
+    assert second["out"] == first["out"]
+    assert run_program(tmp_path)["traces"] == {"f": 0, "g": 1}  # the replacements load
+
+
+def test_switched_off(tmp_path):
+    run_program(tmp_path, BAYESKIT_EXECUTABLE_CACHE="0")
+    assert stored(tmp_path) == []
+
+
+@pytest.fixture
+def cache_on(tmp_path, monkeypatch):
+    monkeypatch.setattr(executables, "folder", lambda: tmp_path)
+    return tmp_path
+
+
+def test_key_holds_static_arguments_shapes_and_dtypes(cache_on):
+    traces = []
+
+    def scaled(x, n):
+        traces.append(1)
+        return x * n
+
+    h = executables.jit(scaled, static_argnums=1)
+    results = [h(jnp.ones(3), 2), h(jnp.ones(3), 3), h(jnp.ones(4), 2), h(jnp.ones(3, jnp.int32), 2), h(jnp.ones(3), 2)]
+    assert len(traces) == 4  # the last call repeats the first
+    for r, expected in zip(results, [2.0, 3.0, 2.0, 2, 2.0], strict=True):
+        np.testing.assert_array_equal(r, expected * np.ones(r.shape))
+    assert results[3].dtype == jnp.int32
+
+
+def test_traced_arguments_go_to_jax_jit(cache_on):
+    @executables.jit
+    def h(x):
+        return jnp.sum(x**2)
+
+    xs = jnp.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(jax.vmap(h)(xs), [5.0, 50.0])
+    np.testing.assert_allclose(jax.grad(h)(xs[1]), 2 * xs[1])
+    np.testing.assert_allclose(jax.jit(lambda x: h(x) + 1)(xs[0]), 6.0)
