@@ -110,3 +110,13 @@ def test_traced_arguments_go_to_jax_jit(cache_on):
     np.testing.assert_allclose(jax.vmap(h)(xs), [5.0, 50.0])
     np.testing.assert_allclose(jax.grad(h)(xs[1]), 2 * xs[1])
     np.testing.assert_allclose(jax.jit(lambda x: h(x) + 1)(xs[0]), 6.0)
+
+
+def test_static_argument_without_a_stable_repr_is_not_stored(cache_on):
+    def apply(x, *, f):
+        return f(x)
+
+    h = executables.jit(apply, static_argnames="f")
+    np.testing.assert_allclose(h(jnp.ones(2), f=jnp.exp), np.e * np.ones(2))
+    np.testing.assert_allclose(h(jnp.ones(2), f=lambda v: v + 1), 2 * np.ones(2))
+    assert list(cache_on.glob("*.bin")) == []

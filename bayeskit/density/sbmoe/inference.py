@@ -25,6 +25,8 @@ with the stochastic gate it is not monotone; it is traced for diagnosis.
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -32,8 +34,8 @@ import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
+from bayeskit.core import executables, validation
 from bayeskit.core import loop as _loop
-from bayeskit.core import validation
 from bayeskit.core.device import as_array
 from bayeskit.core.linalg import spd_inverse
 from bayeskit.core.scaling import column_scales
@@ -426,7 +428,7 @@ def fit(
     X = as_array(X)
     priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
     return _fit(key, X, as_array(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
-                tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer or DEFAULT_OPTIMIZER, progress=progress, throw=throw)
+                tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer, progress=progress, throw=throw)
 
 
 def settings(hparams: Hyperparams) -> Hyperparams:
@@ -442,8 +444,10 @@ def _priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
     return hparams.priors(dx, dy, dtype)
 
 
-@eqx.filter_jit
+@partial(executables.jit, static_argnames=("max_iter", "optimizer", "progress", "throw"))
 def _fit(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
+    # the default optimizer is named by None, a static argument that a new process keys alike
+    optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
     data = prepare(X, Y)
     state = init(key, data, priors, hparams, optimizer, labels, max_iter)
     return _loop.run(
