@@ -5,24 +5,36 @@ program, so every new process still traces and lowers a program before it finds 
 compiled one on disk; for an MCMC driver that takes longer than running it on a small
 problem. :func:`jit` is ``jax.jit`` that also keeps each program's serialised executable
 in ``<cache folder>/executables``, keyed on what determines the program without tracing
-it: the function and a digest of its file, a digest of bayeskit's source, the versions of
-Python, JAX, jaxlib, NumPy, equinox, numpyro and optax, JAX's configuration, the backend
-and its devices, ``XLA_FLAGS``, the compiler options, the static arguments, and the
-structure, shapes and dtypes of the others. A later process with the same key loads the
-executable and runs it.
+it:
 
-Calls go to plain ``jax.jit`` when an argument is traced (inside ``jit``, ``vmap``,
-``grad``) or is not a single-device array on the default device, and when a static
-argument's ``repr`` names an object's address (it would differ from process to process).
-Nothing is stored for a program with a host callback (progress bars, errors raised from
-inside the program), which cannot be serialised, nor for one this process read from
-JAX's cache instead of compiling it: XLA's CPU executables read from JAX's cache serialise
-without their kernels (jaxlib 0.10: the load succeeds and the run fails).
+- the code: the function's module and name, a digest of bayeskit's source and of the
+  function's file, the versions of Python, JAX, jaxlib, NumPy, equinox, numpyro and optax;
+- the settings read while tracing: JAX's configuration as it stands at the call (thread-
+  local contexts included), the environment variables of JAX, XLA, equinox
+  (``EQX_ON_ERROR``) and bayeskit, and ``CI``; the backend and its devices, ``XLA_FLAGS``
+  as the process started, the compiler options;
+- the call: the static arguments, the structure of the others (with the static fields of
+  their nodes), their shapes, dtypes and weak types.
+
+A later process with the same key loads the executable and runs it.
+
+The key is only trusted where it is complete. Calls go to plain ``jax.jit`` when the
+function is a closure, a lambda or has no source file; when a static argument or a node of
+the arguments' structure is anything but None, a bool, an int, a float, a string, a dtype,
+a tuple of these, or a class or function defined in bayeskit or in the function's own
+module (a user's class elsewhere has code the key does not cover); when an argument is
+traced (inside ``jit``, ``vmap``, ``grad``) or is not a single-device array on the default
+device. Nothing is stored for a program with a host callback (progress bars, errors
+raised from inside the program), which cannot be serialised.
+
+A program to be stored is compiled afresh, past JAX's caches: an executable that JAX read
+from its own cache serialises without its kernels (jaxlib 0.10 on the CPU: the load
+succeeds and the run fails). A file that cannot be read is compiled again and replaced.
 
 It is on when bayeskit's compilation cache is on in bayeskit's folder (not in a folder the
-user gave JAX), unless ``BAYESKIT_EXECUTABLE_CACHE=0``. A file that cannot be read is
-compiled again and replaced. Loading an executable runs native code from the cache
-folder, as JAX's own cache does: keep the folder private to its user.
+user gave JAX), unless ``BAYESKIT_EXECUTABLE_CACHE=0``. The folder grows with every new
+shape, setting and bayeskit version; deleting it is safe. Loading an executable runs
+native code from the folder, as JAX's own cache does: keep it private to its user.
 """
 
 from __future__ import annotations
@@ -34,19 +46,23 @@ import os
 import pickle
 import sys
 import threading
+import types
 from importlib import metadata
 from pathlib import Path
 
 import jax
+import numpy as np
+from jax._src import config as _jax_config
 from jax.experimental import serialize_executable
 
 from bayeskit.core import cache
 
 _SWITCH = "BAYESKIT_EXECUTABLE_CACHE"
-_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 _PACKAGES = ("jax", "jaxlib", "numpy", "equinox", "numpyro", "optax")
-_lock = threading.Lock()
-_reads_from_jax_cache = threading.local()
+_ENVIRONMENT_PREFIXES = ("JAX_", "XLA_", "EQX_", "BAYESKIT_")
+# an option at its default value: it gives the fresh compile its own key in JAX's caches
+_FRESH = {"xla_hlo_profile": False}
+_SCALARS = (type(None), bool, int, float, str, np.dtype)
 
 
 def folder() -> Path | None:
@@ -60,34 +76,131 @@ def folder() -> Path | None:
 
 
 @functools.cache
-def _environment() -> str:
-    """Everything outside a call that shapes its program (computed once per process)."""
+def _process() -> str:
+    """What is fixed for the life of the process: bayeskit's source, versions, devices, and
+    ``XLA_FLAGS`` as the backend read them."""
     source = hashlib.sha256()
     root = Path(__file__).resolve().parents[1]
     for path in sorted(root.rglob("*.py")):
         source.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     versions = {name: metadata.version(name) for name in _PACKAGES}
-    config = {k: v for k, v in sorted(jax.config.values.items()) if not any(w in k for w in ("cache", "log", "profil"))}
     devices = [(d.platform, d.device_kind) for d in jax.devices()]
-    return repr((source.hexdigest(), sys.version, versions, config, jax.default_backend(), devices,
+    return repr((source.hexdigest(), sys.version, versions, jax.default_backend(), devices,
                  os.environ.get("XLA_FLAGS", "")))
 
 
-@functools.cache
-def _file_digest(path: str | None) -> str:
-    """A digest of the file that defines a function (bayeskit's files are in
-    :func:`_environment` already; this covers a caller's own)."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else ""
-
-
-def _on_event(event: str, **_) -> None:
-    if event == _HIT_EVENT:
-        _reads_from_jax_cache.value = True
+def _settings() -> str:
+    """JAX's configuration as it stands for this thread, and the environment variables that
+    code read while tracing (equinox's error mode, bayeskit's progress switches)."""
+    config = [(name, getattr(jax.config, name, None)) for name in sorted(jax.config.values)]
+    environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(_ENVIRONMENT_PREFIXES) or k == "CI")
+    return repr((config, environment))
 
 
 @functools.cache
-def _listen() -> None:
-    jax.monitoring.register_event_listener(_on_event)
+def _file_digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _covered(obj, home: str) -> bool:
+    """A class or function whose code the key covers: bayeskit's, or from ``home``."""
+    module = getattr(obj, "__module__", None) or ""
+    qualname = getattr(obj, "__qualname__", "")
+    return (module == home or module == "bayeskit" or module.startswith("bayeskit.")) and "<locals>" not in qualname
+
+
+def _faithful(value, home: str) -> bool:
+    """True when ``repr(value)`` determines ``value`` for tracing (see the module docstring)."""
+    if isinstance(value, _SCALARS) or value is np.float32 or value is np.float64 or _is_missing(value):
+        return True
+    if isinstance(value, tuple | list):
+        return all(_faithful(v, home) for v in value)
+    if isinstance(value, type | types.FunctionType):
+        return _covered(value, home)
+    return False
+
+
+def _is_missing(value) -> bool:
+    """equinox's marker of a module's dynamic fields in its static data (a singleton)."""
+    kind = type(value)
+    return kind.__name__ == "_Missing" and kind.__module__.startswith("equinox")
+
+
+def _faithful_tree(tree, home: str) -> bool:
+    """Every node of a tree definition is a container or a class the key covers, with
+    static data that is faithful."""
+    node = tree.node_data()
+    if node is not None:
+        node_type, data = node
+        if node_type not in (tuple, list, dict, type(None)) and not _covered(node_type, home):
+            return False
+        if data is not None and not _faithful(tuple(data) if node_type is dict else data, home):
+            return False
+    return all(_faithful_tree(child, home) for child in tree.children())
+
+
+def _key_source(fun) -> str | None:
+    """The function's name and file digest, or None when the key cannot cover its code."""
+    qualname = getattr(fun, "__qualname__", None)
+    if not isinstance(fun, types.FunctionType) or qualname is None or "<" in qualname:
+        return None
+    try:
+        path = inspect.getsourcefile(fun)
+        return f"{fun.__module__}.{qualname}:{_file_digest(path)}" if path else None
+    except (OSError, TypeError):
+        return None
+
+
+def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=(), compiler_options=None):
+    """``jax.jit(fun, ...)`` whose executables a later process loads instead of tracing,
+    lowering and compiling again; usable as a decorator, with or without arguments."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, compiler_options=compiler_options)
+    params = list(inspect.signature(fun).parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    # both lists complete, so that jax.jit and this wrapper split a call the same way
+    positions = sorted({i % len(positional) if positional else i for i in nums} | {positional.index(n) for n in names if n in positional})
+    names = sorted(set(names) | {positional[i] for i in positions if i < len(positional)})
+    jitted = jax.jit(fun, static_argnums=positions, static_argnames=names, donate_argnums=donate_argnums,
+                     compiler_options=compiler_options)
+    source = _key_source(fun)
+    home = fun.__module__
+    loaded = {}
+    lock = threading.Lock()
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        where = folder()
+        if where is None or source is None:
+            return jitted(*args, **kwargs)
+        static = ([(i, a) for i, a in enumerate(args) if i in positions],
+                  sorted((k, v) for k, v in kwargs.items() if k in names))
+        dynamic = (tuple(a for i, a in enumerate(args) if i not in positions),
+                   {k: v for k, v in kwargs.items() if k not in names})
+        leaves, tree = jax.tree.flatten(dynamic)
+        device = jax.devices()[0]
+        if not (_faithful([v for _, v in static[0]] + [v for _, v in static[1]], home) and _faithful_tree(tree, home)
+                and all(_plain(leaf, device) for leaf in leaves)):
+            return jitted(*args, **kwargs)
+        avals = [(jax.typeof(leaf).str_short(), getattr(jax.typeof(leaf), "weak_type", False)) for leaf in leaves]
+        text = repr((source, _process(), _settings(), repr(compiler_options), repr(static), str(tree), avals))
+        key = hashlib.sha256(text.encode()).hexdigest()
+        with lock:
+            compiled = loaded.get(key)
+        if compiled is None:
+            path = where / f"{key}.bin"
+            compiled = _load(path, tree)
+            if compiled is None:
+                compiled = _compile_and_store(jitted, args, kwargs, compiler_options, path)
+            with lock:
+                loaded[key] = compiled
+        return compiled(*dynamic[0], **dynamic[1])
+
+    call.jitted, call.lower = jitted, jitted.lower
+    return call
 
 
 def _plain(leaf, device) -> bool:
@@ -97,51 +210,6 @@ def _plain(leaf, device) -> bool:
     if isinstance(leaf, jax.Array):
         return leaf.is_fully_addressable and leaf.devices() == {device}
     return True
-
-
-def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=(), compiler_options=None):
-    """``jax.jit(fun, ...)`` whose executables a later process loads instead of tracing,
-    lowering and compiling again; usable as a decorator, with or without arguments."""
-    if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums, compiler_options=compiler_options)
-    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-    jitted = jax.jit(fun, static_argnums=static_argnums, static_argnames=static_argnames, donate_argnums=donate_argnums,
-                     compiler_options=compiler_options)
-    params = list(inspect.signature(fun).parameters)
-    static_positions = set(static_argnums) | {params.index(n) for n in static_argnames if n in params}
-    static_names = set(static_argnames) | {params[i] for i in static_argnums if i < len(params)}
-    name = f"{fun.__module__}.{fun.__qualname__}:{_file_digest(inspect.getsourcefile(fun))}"
-    loaded = {}
-
-    @functools.wraps(fun)
-    def call(*args, **kwargs):
-        where = folder()
-        if where is None:
-            return jitted(*args, **kwargs)
-        static = ([(i, a) for i, a in enumerate(args) if i in static_positions],
-                  sorted((k, v) for k, v in kwargs.items() if k in static_names))
-        dynamic = (tuple(a for i, a in enumerate(args) if i not in static_positions),
-                   {k: v for k, v in kwargs.items() if k not in static_names})
-        leaves, tree = jax.tree.flatten(dynamic)
-        device = jax.devices()[0]
-        static_text = repr(static)
-        if " at 0x" in static_text or not all(_plain(leaf, device) for leaf in leaves):
-            return jitted(*args, **kwargs)
-        avals = [(jax.typeof(leaf).str_short(), getattr(jax.typeof(leaf), "weak_type", False)) for leaf in leaves]
-        text = repr((name, _environment(), repr(compiler_options), static_text, str(tree), avals))
-        key = hashlib.sha256(text.encode()).hexdigest()
-        compiled = loaded.get(key)
-        if compiled is None:
-            compiled = _load(where / f"{key}.bin", tree)
-            if compiled is None:
-                compiled = _compile_and_store(jitted, args, kwargs, where / f"{key}.bin")
-            loaded[key] = compiled
-        return compiled(*dynamic[0], **dynamic[1])
-
-    call.jitted, call.lower = jitted, jitted.lower
-    return call
 
 
 def _load(path: Path, tree):
@@ -166,27 +234,23 @@ def _initialize_lapack() -> None:
     linalg.initialize_lapack()
 
 
-def _compile_and_store(jitted, args, kwargs, path: Path):
-    """Compile through ``jitted`` and return the executable; store it when this process
-    compiled it (not read it from JAX's cache) and it has no host callback."""
-    _listen()
-    with _lock:
-        _reads_from_jax_cache.value = False
-        compiled = jitted.lower(*args, **kwargs).compile()
-        from_jax_cache = _reads_from_jax_cache.value
-    if from_jax_cache:
-        return compiled
+def _compile_and_store(jitted, args, kwargs, compiler_options, path: Path):
+    """Compile afresh, past JAX's caches (see the module docstring), store the executable
+    unless it has a host callback, and return it."""
+    lowered = jitted.lower(*args, **kwargs)
+    with _jax_config.enable_compilation_cache(False):
+        compiled = lowered.compile(compiler_options={**(compiler_options or {}), **_FRESH})
     try:
         payload, _, out_tree = serialize_executable.serialize(compiled)
         # the output structure as a skeleton of zeros: equinox modules' tree definitions do not unpickle
         blob = pickle.dumps((payload, jax.tree.unflatten(out_tree, [0] * out_tree.num_leaves)))
     except Exception:  # noqa: BLE001 - host callbacks (and anything else unpicklable) stay in memory only
         return compiled
+    partial_path = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial_path = path.with_suffix(f".{os.getpid()}.tmp")
         partial_path.write_bytes(blob)
         os.replace(partial_path, path)
     except OSError:
-        pass
+        partial_path.unlink(missing_ok=True)
     return compiled

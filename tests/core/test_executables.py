@@ -1,11 +1,13 @@
 """Tests of bayeskit.core.executables: a second process loads the programs the first one
 compiled, runs them without tracing and gets the same results; keys, fallbacks, damage."""
 
+import collections
 import json
 import os
 import subprocess
 import sys
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,7 +21,10 @@ import jax, jax.numpy as jnp
 import bayeskit.core
 from bayeskit.core import executables
 
-traces = {"f": 0, "g": 0}
+import os
+import equinox as eqx
+
+traces = {"f": 0, "g": 0, "e": 0}
 
 @executables.jit
 def f(key, x, *, scale):
@@ -36,7 +41,18 @@ def g(x):
     jax.debug.callback(lambda v: None, x)  # a host callback: not serialisable
     return x + 1
 
+@executables.jit
+def e(x):
+    traces["e"] += 1
+    return eqx.error_if(x, x < 0, "negative")  # a callback, or none under EQX_ON_ERROR=nan
+
 x = jnp.arange(12.0).reshape(3, 4) / 5
+if os.environ.get("WARM_FIRST"):  # the same program through jax.jit first, in this process
+    os.environ["BAYESKIT_EXECUTABLE_CACHE"] = "0"
+    f(jax.random.key(0), x, scale=2.0)
+    del os.environ["BAYESKIT_EXECUTABLE_CACHE"]
+    traces["f"] = 0
+e(x)
 out = {"a": f(jax.random.key(0), x, scale=2.0), "b": f(jax.random.key(1), x[:2], scale=2.0), "c": g(x)}
 print(json.dumps({"traces": traces, "out": jax.tree.map(lambda v: v.tolist(), out)}))
 '''
@@ -58,11 +74,30 @@ def stored(tmp_path):
 
 def test_second_process_loads_without_tracing(tmp_path):
     first = run_program(tmp_path)
-    assert first["traces"] == {"f": 2, "g": 1}
-    assert len(stored(tmp_path)) == 2  # f at two shapes; g holds a callback
+    assert first["traces"] == {"f": 2, "g": 1, "e": 1}
+    assert len(stored(tmp_path)) == 2  # f at two shapes; g and e hold callbacks
     second = run_program(tmp_path)
-    assert second["traces"] == {"f": 0, "g": 1}
+    assert second["traces"] == {"f": 0, "g": 1, "e": 1}
     assert second["out"] == first["out"]
+
+
+@pytest.mark.parametrize("warm", ["earlier process", "same process"])
+def test_programs_in_jax_cache_are_compiled_afresh_before_they_are_stored(tmp_path, warm):
+    # JAX's own cache keeps every program here; an executable it reads back has no kernels
+    every_program = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    if warm == "earlier process":
+        reference = run_program(tmp_path, BAYESKIT_EXECUTABLE_CACHE="0", **every_program)
+        run_program(tmp_path, **every_program)
+    else:
+        reference = run_program(tmp_path, WARM_FIRST="1", **every_program)
+    later = run_program(tmp_path, **every_program)
+    assert later["traces"]["f"] == 0
+    assert later["out"] == reference["out"]
+
+
+def test_settings_read_while_tracing_are_in_the_key(tmp_path):
+    run_program(tmp_path, EQX_ON_ERROR="nan")  # e has no callback then, and is stored
+    assert run_program(tmp_path)["traces"]["e"] == 1  # raising again needs its own program
 
 
 def test_damaged_file_is_compiled_again_and_replaced(tmp_path):
@@ -70,9 +105,9 @@ def test_damaged_file_is_compiled_again_and_replaced(tmp_path):
     for path in stored(tmp_path):
         path.write_bytes(b"not an executable")
     second = run_program(tmp_path)
-    assert second["traces"] == {"f": 2, "g": 1}
+    assert second["traces"]["f"] == 2
     assert second["out"] == first["out"]
-    assert run_program(tmp_path)["traces"] == {"f": 0, "g": 1}  # the replacements load
+    assert run_program(tmp_path)["traces"]["f"] == 0  # the replacements load
 
 
 def test_switched_off(tmp_path):
@@ -86,16 +121,20 @@ def cache_on(tmp_path, monkeypatch):
     return tmp_path
 
 
+TRACES = []
+
+
+def scaled(x, n):
+    TRACES.append(n)
+    return x * n
+
+
 def test_key_holds_static_arguments_shapes_and_dtypes(cache_on):
-    traces = []
-
-    def scaled(x, n):
-        traces.append(1)
-        return x * n
-
+    TRACES.clear()
     h = executables.jit(scaled, static_argnums=1)
     results = [h(jnp.ones(3), 2), h(jnp.ones(3), 3), h(jnp.ones(4), 2), h(jnp.ones(3, jnp.int32), 2), h(jnp.ones(3), 2)]
-    assert len(traces) == 4  # the last call repeats the first
+    assert len(TRACES) == 4  # the last call repeats the first
+    assert len(list(cache_on.glob("*.bin"))) == 4
     for r, expected in zip(results, [2.0, 3.0, 2.0, 2, 2.0], strict=True):
         np.testing.assert_array_equal(r, expected * np.ones(r.shape))
     assert results[3].dtype == jnp.int32
@@ -120,3 +159,66 @@ def test_static_argument_without_a_stable_repr_is_not_stored(cache_on):
     np.testing.assert_allclose(h(jnp.ones(2), f=jnp.exp), np.e * np.ones(2))
     np.testing.assert_allclose(h(jnp.ones(2), f=lambda v: v + 1), 2 * np.ones(2))
     assert list(cache_on.glob("*.bin")) == []
+
+
+class Covered:  # defined in the calling module, whose file is in the key
+    pass
+
+
+def kind(x, *, cls):
+    return x + len(cls.__name__)
+
+
+def test_code_outside_the_key_goes_to_jax_jit(cache_on):
+    def make(c):
+        return executables.jit(lambda x: x * c)
+
+    np.testing.assert_allclose(make(2.0)(jnp.ones(2)), 2.0)
+    np.testing.assert_allclose(make(3.0)(jnp.ones(2)), 3.0)
+    h = executables.jit(kind, static_argnames="cls")
+    np.testing.assert_allclose(h(jnp.zeros(1), cls=collections.OrderedDict), 11.0)  # another module's class
+    assert list(cache_on.glob("*.bin")) == []
+    np.testing.assert_allclose(h(jnp.zeros(1), cls=Covered), 7.0)
+    assert len(list(cache_on.glob("*.bin"))) == 1
+
+
+def test_configuration_at_the_call_is_in_the_key(cache_on):
+    h = executables.jit(lambda_free_add)
+    x = np.ones(3, np.float32)
+    with jax.enable_x64(False):
+        narrow = h(x)
+    with jax.enable_x64(True):
+        wide = h(x)
+    assert narrow.dtype == jnp.float32 and wide.dtype == jnp.float64
+
+
+def lambda_free_add(x):
+    return x + jnp.arange(3.0)
+
+
+def outer(n):
+    return executables.jit(scaled, static_argnums=1)(np.ones(2), n) + 1
+
+
+def test_static_arguments_by_name_or_position_and_nested_calls(cache_on):
+    h = executables.jit(scaled, static_argnums=1)
+    np.testing.assert_allclose(h(jnp.ones(2), n=3), 3.0)
+    np.testing.assert_allclose(h(jnp.ones(2), 3), 3.0)
+    assert len(list(cache_on.glob("*.bin"))) == 2  # the keyword and the positional call split alike
+    np.testing.assert_allclose(executables.jit(outer, static_argnums=0)(2), 3.0)  # no deadlock; the inner call is traced
+
+
+def test_equinox_modules_are_keyed_by_their_static_fields(cache_on):
+    h = executables.jit(apply_module)
+    np.testing.assert_allclose(h(Shift(jnp.ones(2), "add")), 2.0)
+    np.testing.assert_allclose(h(Shift(jnp.ones(2), "sub")), 0.0)
+    assert len(list(cache_on.glob("*.bin"))) == 2
+
+
+class Shift(eqx.Module):
+    x: jax.Array
+    how: str = eqx.field(static=True)
+
+
+def apply_module(m):
+    return m.x + 1 if m.how == "add" else m.x - 1
