@@ -11,8 +11,8 @@ it:
   function's file, the versions of Python, JAX, jaxlib, NumPy, equinox, numpyro and optax;
 - the settings read while tracing: JAX's configuration as it stands at the call (thread-
   local contexts included), the environment variables of JAX, XLA, equinox
-  (``EQX_ON_ERROR``) and bayeskit, and ``CI``; the backend and its devices, ``XLA_FLAGS``
-  as the process started, the compiler options;
+  (``EQX_ON_ERROR``) and bayeskit, and ``CI``; the backend and its devices, the processor
+  and its instruction sets, ``XLA_FLAGS`` as the process started, the compiler options;
 - the call: the static arguments, the structure of the others (with the static fields of
   their nodes), their shapes, dtypes and weak types.
 
@@ -44,6 +44,7 @@ import hashlib
 import inspect
 import os
 import pickle
+import platform
 import sys
 import threading
 import types
@@ -84,9 +85,20 @@ def _process() -> str:
     for path in sorted(root.rglob("*.py")):
         source.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     versions = {name: metadata.version(name) for name in _PACKAGES}
-    devices = [(d.platform, d.device_kind) for d in jax.devices()]
-    return repr((source.hexdigest(), sys.version, versions, jax.default_backend(), devices,
+    devices = [(d.platform, d.device_kind, d.client.platform_version) for d in jax.devices()]
+    return repr((source.hexdigest(), sys.version, versions, jax.default_backend(), devices, _cpu(),
                  os.environ.get("XLA_FLAGS", "")))
+
+
+def _cpu() -> str:
+    """The processor and its instruction sets: XLA compiles CPU code for the host's, so a
+    folder shared between machines must not hand one machine's code to another."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            lines = [line for line in info if line.startswith(("model name", "flags"))]
+        return platform.machine() + "".join(sorted(set(lines)))
+    except OSError:
+        return f"{platform.machine()} {platform.processor()}"
 
 
 def _settings() -> str:

@@ -607,3 +607,22 @@ def test_no_expert_takes_more_than_a_quarter_of_the_points():
     share = np.asarray(result.state.experts.nu - hp.priors(2, 1, jnp.float64).nu0) / 400
     assert share.sum() == pytest.approx(1.0, abs=0.05)
     assert share.max() < 0.25, share
+
+
+def test_a_rebound_default_optimizer_is_used(monkeypatch):
+    """The shipped optimizer reaches the compiled fit as None (a key alike in every process);
+    another one, even bound to DEFAULT_OPTIMIZER, is passed as itself, so a stored program of
+    the shipped one is never run for it."""
+    import optax
+
+    from bayeskit.density.sbmoe import inference
+
+    assert inference._static_optimizer(inference.DEFAULT_OPTIMIZER) is None
+    frozen = optax.sgd(0.0)
+    monkeypatch.setattr(inference, "DEFAULT_OPTIMIZER", frozen)
+    captured = {}
+    real = inference._fit
+    monkeypatch.setattr(inference, "_fit", lambda *a, **k: captured.update(k) or real(*a, **k))
+    X, Y = sbmoe_synthetic_1d(jax.random.key(0), 40)
+    sbmoe.fit(jax.random.key(1), X, Y, sbmoe.Hyperparams(n_experts=3, gate_steps=2), max_iter=2)
+    assert captured["optimizer"] is frozen

@@ -61,6 +61,7 @@ from bayeskit.density.sbmoe.model import (
 )
 
 DEFAULT_OPTIMIZER = optax.adam(0.05)
+_SHIPPED_OPTIMIZER = DEFAULT_OPTIMIZER  # passed to the compiled fit as None, a static argument keyed alike in every process
 BOUND_TERMS = ("experts", "gate_omega", "gate_normaliser", "entropy", "kl_gate", "kl_experts")
 
 
@@ -428,7 +429,13 @@ def fit(
     X = as_array(X)
     priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
     return _fit(key, X, as_array(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
-                tol=_loop.tolerance(tol, X.dtype), optimizer=optimizer, progress=progress, throw=throw)
+                tol=_loop.tolerance(tol, X.dtype), optimizer=_static_optimizer(optimizer or DEFAULT_OPTIMIZER), progress=progress, throw=throw)
+
+
+def _static_optimizer(optimizer: optax.GradientTransformation) -> optax.GradientTransformation | None:
+    """None for the optimizer bayeskit ships (also when ``DEFAULT_OPTIMIZER`` was rebound
+    to another: that one is passed as itself)."""
+    return None if optimizer is _SHIPPED_OPTIMIZER else optimizer
 
 
 def settings(hparams: Hyperparams) -> Hyperparams:
@@ -446,8 +453,7 @@ def _priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
 
 @partial(executables.jit, static_argnames=("max_iter", "optimizer", "progress", "throw"))
 def _fit(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
-    # the default optimizer is named by None, a static argument that a new process keys alike
-    optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
+    optimizer = _SHIPPED_OPTIMIZER if optimizer is None else optimizer
     data = prepare(X, Y)
     state = init(key, data, priors, hparams, optimizer, labels, max_iter)
     return _loop.run(
