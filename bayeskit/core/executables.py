@@ -16,20 +16,24 @@ it:
 - the call: the static arguments, the structure of the others (with the static fields of
   their nodes), their shapes, dtypes and weak types.
 
-A later process with the same key loads the executable and runs it.
+A later process with the same key loads the executable and runs it. The key covers
+bayeskit's source and the function's own file, not other modules that the function calls:
+it is meant for bayeskit's programs.
 
 The key is only trusted where it is complete. Calls go to plain ``jax.jit`` when the
 function is a closure, a lambda or has no source file; when a static argument or a node of
 the arguments' structure is anything but None, a bool, an int, a float, a string, a dtype,
-a tuple of these, or a class or function defined in bayeskit or in the function's own
-module (a user's class elsewhere has code the key does not cover); when an argument is
-traced (inside ``jit``, ``vmap``, ``grad``) or is not a single-device array on the default
-device. Nothing is stored for a program with a host callback (progress bars, errors
-raised from inside the program), which cannot be serialised.
+a tuple or list of these (exact types: a named tuple or an enumeration carries code), or a
+class or closure-free function defined in bayeskit or in the function's own module; when
+an argument is traced (inside ``jit``, ``vmap``, ``grad``) or is not a single-device array
+on the default device; and under a mesh context. Nothing is stored for a program with a
+host callback (progress bars, errors raised from inside the program), which cannot be
+serialised.
 
-A program to be stored is compiled afresh, past JAX's caches: an executable that JAX read
-from its own cache serialises without its kernels (jaxlib 0.10 on the CPU: the load
-succeeds and the run fails). A file that cannot be read is compiled again and replaced.
+A program to be stored is compiled afresh, under a compiler option of its own and never
+written to JAX's disk cache, so that JAX's caches cannot hand it back: an executable that
+JAX read from its disk cache serialises without its kernels (jaxlib 0.10 on the CPU: the
+load succeeds and the run fails). A file that cannot be read is compiled again and replaced.
 
 It is on when bayeskit's compilation cache is on in bayeskit's folder (not in a folder the
 user gave JAX), unless ``BAYESKIT_EXECUTABLE_CACHE=0``. The folder grows with every new
@@ -63,7 +67,8 @@ _PACKAGES = ("jax", "jaxlib", "numpy", "equinox", "numpyro", "optax")
 _ENVIRONMENT_PREFIXES = ("JAX_", "XLA_", "EQX_", "BAYESKIT_")
 # an option at its default value: it gives the fresh compile its own key in JAX's caches
 _FRESH = {"xla_hlo_profile": False}
-_SCALARS = (type(None), bool, int, float, str, np.dtype)
+_SCALARS = (type(None), bool, int, float, str)
+_CONTAINERS = (tuple, list, dict, type(None))
 
 
 def folder() -> Path | None:
@@ -115,19 +120,23 @@ def _file_digest(path: str) -> str:
 
 
 def _covered(obj, home: str) -> bool:
-    """A class or function whose code the key covers: bayeskit's, or from ``home``."""
+    """A class, or a function without a closure, whose code the key covers: bayeskit's, or
+    from ``home``."""
     module = getattr(obj, "__module__", None) or ""
     qualname = getattr(obj, "__qualname__", "")
-    return (module == home or module == "bayeskit" or module.startswith("bayeskit.")) and "<locals>" not in qualname
+    plain = isinstance(obj, type) or getattr(obj, "__closure__", None) is None
+    return (module == home or module == "bayeskit" or module.startswith("bayeskit.")) and "<locals>" not in qualname and plain
 
 
 def _faithful(value, home: str) -> bool:
-    """True when ``repr(value)`` determines ``value`` for tracing (see the module docstring)."""
-    if isinstance(value, _SCALARS) or value is np.float32 or value is np.float64 or _is_missing(value):
+    """True when ``repr(value)`` determines ``value`` for tracing (see the module docstring):
+    exact types only, since a subclass (a named tuple, an enumeration) carries code."""
+    kind = type(value)
+    if kind in _SCALARS or kind is np.dtype or isinstance(value, np.dtype) or value is np.float32 or value is np.float64 or _is_missing(value):
         return True
-    if isinstance(value, tuple | list):
+    if kind in (tuple, list):
         return all(_faithful(v, home) for v in value)
-    if isinstance(value, type | types.FunctionType):
+    if kind is type or kind is types.FunctionType:
         return _covered(value, home)
     return False
 
@@ -138,29 +147,45 @@ def _is_missing(value) -> bool:
     return kind.__name__ == "_Missing" and kind.__module__.startswith("equinox")
 
 
-def _faithful_tree(tree, home: str) -> bool:
-    """Every node of a tree definition is a container or a class the key covers, with
-    static data that is faithful."""
+def _describe(value) -> str:
+    """``repr`` with classes and functions named by module and qualified name."""
+    if isinstance(value, type | types.FunctionType):
+        return f"{value.__module__}.{value.__qualname__}"
+    if type(value) in (tuple, list):
+        return type(value).__name__ + "(" + ", ".join(_describe(v) for v in value) + ")"
+    return repr(value)
+
+
+def _tree_key(tree, home: str) -> str | None:
+    """The tree definition with every node named by module and qualified name and its
+    static data; None when a node is not a container or class the key covers, or its
+    data is not faithful. (``str(tree)`` names node classes without their module.)"""
     node = tree.node_data()
-    if node is not None:
-        node_type, data = node
-        if node_type not in (tuple, list, dict, type(None)) and not _covered(node_type, home):
-            return False
-        if data is not None and not _faithful(tuple(data) if node_type is dict else data, home):
-            return False
-    return all(_faithful_tree(child, home) for child in tree.children())
+    if node is None:
+        return "*"
+    node_type, data = node
+    if node_type not in _CONTAINERS and not _covered(node_type, home):
+        return None
+    if node_type is dict:
+        data = tuple(data)
+    if data is not None and not _faithful(data, home):
+        return None
+    children = [_tree_key(child, home) for child in tree.children()]
+    if any(c is None for c in children):
+        return None
+    return f"{_describe(node_type)}[{_describe(data)}](" + ", ".join(children) + ")"
 
 
 def _key_source(fun) -> str | None:
-    """The function's name and file digest, or None when the key cannot cover its code."""
-    qualname = getattr(fun, "__qualname__", None)
-    if not isinstance(fun, types.FunctionType) or qualname is None or "<" in qualname:
+    """The function's module, code name and file digest, or None when the key cannot cover
+    its code: not a plain function, a closure (``functools.wraps`` copies a wrapped
+    function's name, not its code), a lambda or a function without a file."""
+    if not isinstance(fun, types.FunctionType) or fun.__closure__ is not None:
         return None
-    try:
-        path = inspect.getsourcefile(fun)
-        return f"{fun.__module__}.{qualname}:{_file_digest(path)}" if path else None
-    except (OSError, TypeError):
+    code = fun.__code__
+    if "<" in code.co_qualname or not Path(code.co_filename).is_file():
         return None
+    return f"{fun.__module__}.{code.co_qualname}:{_file_digest(code.co_filename)}"
 
 
 def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=(), compiler_options=None):
@@ -194,11 +219,14 @@ def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=()
                    {k: v for k, v in kwargs.items() if k not in names})
         leaves, tree = jax.tree.flatten(dynamic)
         device = jax.devices()[0]
-        if not (_faithful([v for _, v in static[0]] + [v for _, v in static[1]], home) and _faithful_tree(tree, home)
-                and all(_plain(leaf, device) for leaf in leaves)):
+        values = [v for _, v in static[0]] + [v for _, v in static[1]]
+        tree_key = _tree_key(tree, home)
+        if (tree_key is None or not _faithful(values, home) or not jax.sharding.get_abstract_mesh().empty
+                or not all(_plain(leaf, device) for leaf in leaves)):
             return jitted(*args, **kwargs)
         avals = [(jax.typeof(leaf).str_short(), getattr(jax.typeof(leaf), "weak_type", False)) for leaf in leaves]
-        text = repr((source, _process(), _settings(), repr(compiler_options), repr(static), str(tree), avals))
+        statics = ([(i, _describe(v)) for i, v in static[0]], [(k, _describe(v)) for k, v in static[1]])
+        text = repr((source, _process(), _settings(), repr(compiler_options), statics, tree_key, avals))
         key = hashlib.sha256(text.encode()).hexdigest()
         with lock:
             compiled = loaded.get(key)
@@ -250,7 +278,8 @@ def _compile_and_store(jitted, args, kwargs, compiler_options, path: Path):
     """Compile afresh, past JAX's caches (see the module docstring), store the executable
     unless it has a host callback, and return it."""
     lowered = jitted.lower(*args, **kwargs)
-    with _jax_config.enable_compilation_cache(False):
+    # its own key in JAX's caches, never written to JAX's disk cache: so never read from it
+    with _jax_config.persistent_cache_min_compile_time_secs(float("inf")):
         compiled = lowered.compile(compiler_options={**(compiler_options or {}), **_FRESH})
     try:
         payload, _, out_tree = serialize_executable.serialize(compiled)

@@ -2,10 +2,12 @@
 compiled, runs them without tracing and gets the same results; keys, fallbacks, damage."""
 
 import collections
+import functools
 import json
 import os
 import subprocess
 import sys
+import typing
 
 import equinox as eqx
 import jax
@@ -81,16 +83,29 @@ def test_second_process_loads_without_tracing(tmp_path):
     assert second["out"] == first["out"]
 
 
+EVERY_PROGRAM = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # JAX's own cache keeps every program, as bayeskit sets it
+
+
 @pytest.mark.parametrize("warm", ["earlier process", "same process"])
 def test_programs_in_jax_cache_are_compiled_afresh_before_they_are_stored(tmp_path, warm):
-    # JAX's own cache keeps every program here; an executable it reads back has no kernels
-    every_program = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-    if warm == "earlier process":
-        reference = run_program(tmp_path, BAYESKIT_EXECUTABLE_CACHE="0", **every_program)
-        run_program(tmp_path, **every_program)
-    else:
-        reference = run_program(tmp_path, WARM_FIRST="1", **every_program)
-    later = run_program(tmp_path, **every_program)
+    # an executable that JAX reads back from its disk cache has no kernels
+    reference = run_program(tmp_path, BAYESKIT_EXECUTABLE_CACHE="0", **EVERY_PROGRAM)
+    run_program(tmp_path, **EVERY_PROGRAM, **({"WARM_FIRST": "1"} if warm == "same process" else {}))
+    later = run_program(tmp_path, **EVERY_PROGRAM)
+    assert later["traces"]["f"] == 0
+    assert later["out"] == reference["out"]
+
+
+def test_fresh_compiles_never_come_back_from_jax_cache(tmp_path):
+    # a program stored once, then wanted again under a new key (a deleted folder, a new
+    # setting): its second fresh compile must not be read from JAX's cache either
+    reference = run_program(tmp_path, **EVERY_PROGRAM)
+    for path in stored(tmp_path):
+        path.unlink()
+    run_program(tmp_path, **EVERY_PROGRAM)
+    assert run_program(tmp_path, **EVERY_PROGRAM)["out"] == reference["out"]
+    run_program(tmp_path, CI="1", **EVERY_PROGRAM)
+    later = run_program(tmp_path, CI="1", **EVERY_PROGRAM)
     assert later["traces"]["f"] == 0
     assert later["out"] == reference["out"]
 
@@ -205,7 +220,18 @@ def test_static_arguments_by_name_or_position_and_nested_calls(cache_on):
     np.testing.assert_allclose(h(jnp.ones(2), n=3), 3.0)
     np.testing.assert_allclose(h(jnp.ones(2), 3), 3.0)
     assert len(list(cache_on.glob("*.bin"))) == 2  # the keyword and the positional call split alike
-    np.testing.assert_allclose(executables.jit(outer, static_argnums=0)(2), 3.0)  # no deadlock; the inner call is traced
+    np.testing.assert_allclose(executables.jit(outer, static_argnums=0)(2), 3.0)  # no deadlock (the inner call runs at trace time)
+
+
+def offset(x, n, *, m=0):
+    return x * n + m
+
+
+def test_both_static_lists_split_calls_as_jax_jit_does(cache_on):
+    h = executables.jit(offset, static_argnums=1, static_argnames="m")
+    for call in (lambda: h(jnp.ones(2), 3, m=1), lambda: h(jnp.ones(2), n=3, m=1)):
+        np.testing.assert_allclose(call(), 4.0)
+    np.testing.assert_allclose(executables.jit(scaled, static_argnums=-1)(jnp.ones(2), 5), 5.0)
 
 
 def test_equinox_modules_are_keyed_by_their_static_fields(cache_on):
@@ -222,3 +248,49 @@ class Shift(eqx.Module):
 
 def apply_module(m):
     return m.x + 1 if m.how == "add" else m.x - 1
+
+
+class Ns:
+    class Shift(eqx.Module):  # the same name and fields as the module-level Shift
+        x: jax.Array
+        how: str = eqx.field(static=True)
+
+
+def test_classes_are_keyed_by_module_and_qualified_name(cache_on):
+    h = executables.jit(apply_module)
+    np.testing.assert_allclose(h(Shift(jnp.ones(2), "add")), 2.0)
+    np.testing.assert_allclose(h(Ns.Shift(jnp.ones(2), "add")), 2.0)
+    assert len(list(cache_on.glob("*.bin"))) == 2
+
+
+def times(c):
+    def wrap(f):
+        @functools.wraps(f)
+        def g(x):
+            return f(x) * c
+
+        return g
+
+    return wrap
+
+
+def identity(x):
+    return x
+
+
+class Factor(typing.NamedTuple):
+    k: int
+
+    def factor(self):
+        return 2
+
+
+def by_factor(x, cfg):
+    return x * cfg.factor()
+
+
+def test_wrapped_closures_and_named_tuples_go_to_jax_jit(cache_on):
+    np.testing.assert_allclose(executables.jit(times(2.0)(identity))(jnp.ones(2)), 2.0)
+    np.testing.assert_allclose(executables.jit(times(3.0)(identity))(jnp.ones(2)), 3.0)
+    np.testing.assert_allclose(executables.jit(by_factor, static_argnums=1)(jnp.ones(2), Factor(1)), 2.0)
+    assert list(cache_on.glob("*.bin")) == []
