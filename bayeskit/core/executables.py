@@ -136,7 +136,7 @@ def _faithful(value, home: str) -> bool:
         return True
     if kind in (tuple, list):
         return all(_faithful(v, home) for v in value)
-    if kind is type or kind is types.FunctionType:
+    if isinstance(value, type) or kind is types.FunctionType:  # a class under any metaclass (ABCMeta)
         return _covered(value, home)
     return False
 

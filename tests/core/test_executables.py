@@ -176,7 +176,11 @@ def test_static_argument_without_a_stable_repr_is_not_stored(cache_on):
     assert list(cache_on.glob("*.bin")) == []
 
 
-class Covered:  # defined in the calling module, whose file is in the key
+class Meta(type):
+    pass
+
+
+class Covered(metaclass=Meta):  # in the calling module, whose file is in the key; a metaclass, as MCMC kernels' ABCMeta
     pass
 
 
