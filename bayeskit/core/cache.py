@@ -35,6 +35,11 @@ def directory(environ=os.environ) -> Path:
     return Path(base) / "bayeskit" / "jax"
 
 
+def switched_off(name: str, environ=os.environ) -> bool:
+    """True when the environment variable ``name`` reads 0, false, no or off."""
+    return environ.get(name, "1").strip().lower() in ("0", "false", "no", "off")
+
+
 def enable(environ=os.environ) -> Path | None:
     """Turn JAX's persistent compilation cache on in :func:`directory`, unless switched off
     or already configured; return the folder in use (None when off).
@@ -47,7 +52,7 @@ def enable(environ=os.environ) -> Path | None:
     configured = environ.get("JAX_COMPILATION_CACHE_DIR") or (jax is not None and jax.config.jax_compilation_cache_dir)
     if configured:
         return Path(configured)
-    if environ.get("BAYESKIT_COMPILATION_CACHE", "1").strip().lower() in ("0", "false", "no", "off"):
+    if switched_off("BAYESKIT_COMPILATION_CACHE", environ):
         return None
     folder = directory(environ)
     try:

@@ -73,7 +73,7 @@ _CONTAINERS = (tuple, list, dict, type(None))
 
 def folder() -> Path | None:
     """Where executables are kept, or None when the cache is off (see the module docstring)."""
-    if os.environ.get(_SWITCH, "1").strip().lower() in ("0", "false", "no", "off"):
+    if cache.switched_off(_SWITCH):
         return None
     configured = jax.config.jax_compilation_cache_dir
     if not configured or Path(configured) != cache.directory():
@@ -132,7 +132,7 @@ def _faithful(value, home: str) -> bool:
     """True when ``repr(value)`` determines ``value`` for tracing (see the module docstring):
     exact types only, since a subclass (a named tuple, an enumeration) carries code."""
     kind = type(value)
-    if kind in _SCALARS or kind is np.dtype or isinstance(value, np.dtype) or value is np.float32 or value is np.float64 or _is_missing(value):
+    if kind in _SCALARS or isinstance(value, np.dtype) or value is np.float32 or value is np.float64 or _is_missing(value):
         return True
     if kind in (tuple, list):
         return all(_faithful(v, home) for v in value)
@@ -239,7 +239,7 @@ def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=()
                 loaded[key] = compiled
         return compiled(*dynamic[0], **dynamic[1])
 
-    call.jitted, call.lower = jitted, jitted.lower
+    call.jitted = jitted
     return call
 
 
