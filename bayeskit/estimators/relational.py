@@ -200,8 +200,9 @@ class MMSBLinkPredictor(_LinkPredictor):
         hp = mmsb.Hyperparams(n_blocks=self.n_blocks, symmetric=self.symmetric, estimate_alpha=self.estimate_alpha, alpha=self.alpha)
         mmsb.check_hparams(hp)
         keys = jax.random.split(_key(self.random_state), self.n_init)
-        fit = lambda k: mmsb.fit(k, Y, mask, hp, max_iter=self.max_iter, tol=self.tol, throw=False)
-        result = _best_restart(jax.vmap(fit)(keys) if self.n_init > 1 else fit(keys[0]), self.n_init, "MMSB")
+        result = (mmsb.fit_restarts(keys, Y, mask, hp, max_iter=self.max_iter, tol=self.tol) if self.n_init > 1
+                  else mmsb.fit(keys[0], Y, mask, hp, max_iter=self.max_iter, tol=self.tol, throw=False))
+        result = _best_restart(result, self.n_init, "MMSB")
         self.hyperparams_, self.state_ = hp, result.state
         gamma = np.asarray(result.state.gamma)
         self.memberships_ = gamma / gamma.sum(-1, keepdims=True)

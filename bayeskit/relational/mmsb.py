@@ -28,12 +28,15 @@ paper's sparsity parameter rho is not modelled: a sparse network is explained by
 
 from __future__ import annotations
 
+from functools import partial
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.scipy.special import digamma, gammaln, polygamma
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from bayeskit.core import executables
 from bayeskit.core import loop as _loop
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.relational.data import Data, as_data, check_relations
@@ -209,4 +212,25 @@ def _fit(key, data: Data, hparams: Hyperparams, *, max_iter, tol, progress, thro
                      max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
-__all__ = ["Hyperparams", "State", "fit", "init", "objective", "predict_proba", "update"]
+def fit_restarts(keys: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, max_iter: int = 500,
+                 tol: float = 1e-6) -> FitResult:
+    """:func:`fit` from each key of a batch (random restarts) as one vmapped program, with
+    ``throw=False``; every field of the result gains a leading restart axis. The program
+    is kept whole on disk (:mod:`bayeskit.core.executables`), so a new process runs it
+    without tracing it again."""
+    _loop.check_tol(tol)
+    hparams = hparams or Hyperparams()
+    check_hparams(hparams)
+    Y, mask = check_relations(Y, mask, hparams.symmetric)
+    data = as_data(Y, mask, hparams.symmetric)
+    return _fit_restarts(keys, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter,
+                         tol=_loop.tolerance(tol, data.Y.dtype))
+
+
+@partial(executables.jit, static_argnames=("max_iter",))
+def _fit_restarts(keys, data: Data, hparams: Hyperparams, *, max_iter, tol) -> FitResult:
+    one = lambda key: _fit(key, data, hparams, max_iter=max_iter, tol=tol, progress=False, throw=False)
+    return jax.vmap(one)(keys)
+
+
+__all__ = ["Hyperparams", "State", "fit", "fit_restarts", "init", "objective", "predict_proba", "update"]

@@ -102,6 +102,8 @@ def test_restarts_keep_the_highest_bound():
     hp = best.hyperparams_
     bounds = [float(mmsb.fit(k, Y, mask, hp, max_iter=50).objective) for k in keys]
     assert best.elbo_ == pytest.approx(max(bounds))
+    together = mmsb.fit_restarts(keys, Y, mask, hp, max_iter=50)  # one vmapped program
+    np.testing.assert_allclose(together.objective, bounds, rtol=1e-10)
 
 
 def test_errors():
