@@ -41,11 +41,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from bayeskit.core import expfam, validation
+from bayeskit.core import column_pairs, expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.device import as_array, program_input
-from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal
+from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal, sparse_low_rank_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
 
@@ -105,7 +105,8 @@ class Hyperparams(eqx.Module):
 class Data(eqx.Module):
     """Training data with what every sweep reuses: the Gram matrix ``X'X`` and, for
     ARD, its eigendecomposition. ``dual``: the entrywise Q update factorises N x N
-    matrices instead of D x D ones (features outnumber samples)."""
+    matrices instead of D x D ones (features outnumber samples); ``pairs``: it builds
+    them from the pairs of nonzeros of X that share a column (sparse X)."""
 
     X: Float[Array, "n d"]
     Y: Int[Array, "n l"]
@@ -113,6 +114,7 @@ class Data(eqx.Module):
     eig_values: Float[Array, " d"] | None
     eig_vectors: Float[Array, "d d"] | None
     dual: bool = eqx.field(static=True, default=False)
+    pairs: column_pairs.ColumnPairs | None = None
 
 
 class State(eqx.Module):
@@ -148,9 +150,11 @@ class State(eqx.Module):
     ok: Array
 
 
-def prepare(X: Array, Y: Array, hparams: Hyperparams, dual: bool | None = None) -> Data:
+def prepare(X: Array, Y: Array, hparams: Hyperparams, dual: bool | None = None,
+            pairs: column_pairs.ColumnPairs | None = None) -> Data:
     """Precompute ``X'X`` (and its eigendecomposition under ARD) once. ``dual`` (default:
-    when D > N) chooses the N x N form of the entrywise Q update.
+    when D > N) chooses the N x N form of the entrywise Q update; ``pairs`` (the column
+    pairs of X, :func:`bayeskit.core.column_pairs.column_pairs`) its sparse variant.
 
     The eigendecomposition comes from the SVD of X (``X'X = V S^2 V'``) rather than from
     ``X'X`` itself: the squared singular values keep the small eigenvalues that rounding
@@ -166,7 +170,8 @@ def prepare(X: Array, Y: Array, hparams: Hyperparams, dual: bool | None = None) 
             vectors, sv, _ = jnp.linalg.svd(X.T, full_matrices=True)
             sv = jnp.concatenate([sv, jnp.zeros(d - n, sv.dtype)])
         return Data(X, Y, gram, sv * sv, vectors)
-    return Data(X, Y, gram, None, None, dual=X.shape[1] > X.shape[0] if dual is None else dual)
+    dual = pairs is not None or (X.shape[1] > X.shape[0] if dual is None else dual)
+    return Data(X, Y, gram, None, None, dual=dual, pairs=pairs)
 
 
 def _c(value, dtype) -> Array:
@@ -243,7 +248,9 @@ def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
     only the diagonals of ``Sigma_s``, the means and the log determinants are kept.
     When features outnumber samples (``data.dual``), the same through N x N
     factorisations of ``I + X diag<phi_s>^{-1} X'/sigma_z^2`` (Woodbury,
-    :func:`bayeskit.core.linalg.low_rank_plus_diagonal`): O(N^2 D) per column, not O(D^3).
+    :func:`bayeskit.core.linalg.low_rank_plus_diagonal`): O(N^2 D) per column, not O(D^3);
+    for sparse X (``data.pairs``) the N x N matrices come from the pairs of nonzeros that
+    share a column (:func:`bayeskit.core.linalg.sparse_low_rank_plus_diagonal`).
     ARD: ``Sigma_s = U diag(1/(<phi_s> + Lambda/sigma_z^2)) U'`` with ``X'X = U Lambda U'``.
     """
     dtype = state.q_mean.dtype
@@ -260,7 +267,9 @@ def update_q(state: State, data: Data, hparams: Hyperparams) -> State:
         trace_gram = s2 * jnp.sum(lam[:, None] * h, axis=0)
         jitter, ok = jnp.zeros((), dtype), jnp.asarray(True)
     else:
-        if data.dual:
+        if data.pairs is not None:
+            g = sparse_low_rank_plus_diagonal(data.X / jnp.sqrt(s2), data.pairs.scaled(1 / s2), phi.T, rhs.T)
+        elif data.dual:
             g = low_rank_plus_diagonal(data.X / jnp.sqrt(s2), phi.T, rhs.T)
         else:
             g = shared_plus_diagonal(data.gram / s2, phi.T, rhs.T)
@@ -393,7 +402,11 @@ def fit(
     key : PRNG key
         Randomness of the initialisation.
     X : array of shape (n_samples, n_features)
-        Inputs, used as given (the paper uses raw features). float32 or float64.
+        Inputs, used as given (the paper uses raw features). float32 or float64. When
+        features outnumber samples and X is sparse (bag-of-words, motifs), the Q update
+        works with the pairs of nonzeros that share a column
+        (:mod:`bayeskit.core.column_pairs`); they are found here, on the host, so an X
+        traced by an enclosing ``jit`` takes the dense N x N form.
     Y : array of shape (n_samples, n_labels)
         Labels in {0, 1}; with ``hparams.semisupervised``, -1 marks an unobserved label.
     hparams : Hyperparams
@@ -432,14 +445,17 @@ def fit(
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
     X = as_array(X)
+    pairs = None
+    if hparams.prior == "entrywise" and validation.is_concrete(X) and column_pairs.pays_off(np.asarray(X)):
+        pairs = column_pairs.column_pairs(X)
     hparams = _loop.as_arrays(hparams, X.dtype)
-    return _fit(key, X, as_array(Y, jnp.int8), hparams, max_iter=max_iter,
+    return _fit(key, X, as_array(Y, jnp.int8), hparams, pairs, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), progress=progress, throw=throw)
 
 
 @eqx.filter_jit
-def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
-    data = prepare(X, Y, hparams)
+def _fit(key, X, Y, hparams, pairs, *, max_iter, tol, progress, throw) -> FitResult:
+    data = prepare(X, Y, hparams, pairs=pairs)
     state = init(key, data, hparams)
     return _loop.run(
         lambda s: update(s, data, hparams),
@@ -516,7 +532,7 @@ def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
     (the benchmarks use it). Saving and loading need no template (:func:`bayeskit.save`)."""
     dtype = jnp.dtype(shapes["dtype"])
     hp = _loop.as_arrays(hparams, dtype)
-    run = lambda key, X, Y: _fit(key, X, Y, hp, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
+    run = lambda key, X, Y: _fit(key, X, Y, hp, None, max_iter=shapes["max_iter"], tol=0.0, progress=None, throw=False)
     X = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_features"]), dtype)
     Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
     like = jax.eval_shape(run, jax.random.key(0), X, Y)

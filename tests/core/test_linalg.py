@@ -241,6 +241,25 @@ def test_low_rank_plus_diagonal_matches_the_d_by_d_inverse(seed):
         _check_gaussian(jax.tree.map(lambda v: v[s], g), A.T @ A + np.diag(phi[s]), b[s], rtol=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sparse_low_rank_plus_diagonal_matches_the_d_by_d_inverse(seed):
+    """The sparse Woodbury form (n x n matrices from the column pairs of A) against the
+    inverse of each d x d precision, for a sparse A with an empty column and signed values."""
+    from bayeskit.core.column_pairs import column_pairs
+    from bayeskit.core.linalg import sparse_low_rank_plus_diagonal
+
+    rng = np.random.default_rng(seed)
+    n, d, r = 8, 21, 3
+    A = rng.standard_normal((n, d)) * (rng.random((n, d)) < 0.25)
+    A[:, 4] = 0.0
+    phi = 10.0 ** rng.uniform(-2, 2, (r, d))
+    b = rng.standard_normal((r, d))
+    g = sparse_low_rank_plus_diagonal(jnp.asarray(A), column_pairs(A), jnp.asarray(phi), jnp.asarray(b))
+    assert g.mean.shape == (r, d) and g.logdet.shape == (r,) and bool(jnp.all(g.ok))
+    for s in range(r):
+        _check_gaussian(jax.tree.map(lambda v: v[s], g), A.T @ A + np.diag(phi[s]), b[s], rtol=1e-9)
+
+
 def test_spd_inverse_loop_matches_numpy():
     from bayeskit.core.linalg import spd_inverse_loop
 

@@ -13,6 +13,8 @@ from compilations import count_compilations
 from scipy.linalg import subspace_angles
 from scipy.stats import norm
 
+from bayeskit.core import column_pairs as cp
+from bayeskit.core.column_pairs import column_pairs, pays_off
 from bayeskit.core.loop import as_arrays
 from bayeskit.core.status import Status
 from bayeskit.multilabel import bsml, probit
@@ -191,8 +193,8 @@ def test_q_update_matches_dense_inverse(small, prior, dual):
         np.testing.assert_allclose(new.q_trace_gram[s], np.trace(Sigma @ X.T @ X), rtol=1e-7)
 
 
-def _run_sweeps(X, Y, hp, dual, sweeps):
-    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp, dual=dual)
+def _run_sweeps(X, Y, hp, dual, sweeps, pairs=None):
+    data = bsml.prepare(jnp.asarray(X), jnp.asarray(Y, jnp.int8), hp, dual=dual, pairs=pairs)
     @jax.jit
     def sweep(state, data):
         state = bsml.update(state, data, hp)
@@ -218,6 +220,27 @@ def test_wide_data_take_the_n_by_n_form_with_the_same_trace(rng):
     np.testing.assert_allclose(dual_trace, primal_trace, rtol=1e-6)
     assert np.all(np.diff(dual_trace) > -1e-8 * np.abs(dual_trace[1:]))
     np.testing.assert_allclose(dual_state.q_mean, primal_state.q_mean, rtol=1e-5, atol=1e-8)
+    # the sparse variant (N x N matrices from the column pairs of X) too
+    sparse_state, sparse_trace = _run_sweeps(X, Y, hp, True, 25, column_pairs(X))
+    np.testing.assert_allclose(sparse_trace, primal_trace, rtol=1e-6)
+    np.testing.assert_allclose(sparse_state.q_mean, primal_state.q_mean, rtol=1e-5, atol=1e-8)
+
+
+def test_fit_takes_the_column_pairs_for_sparse_wide_data(rng, monkeypatch):
+    """``fit`` finds the pairs of a sparse wide X itself and gives the dense forms' bound."""
+    built = []
+    monkeypatch.setattr(cp, "column_pairs", lambda X: built.append(X.shape) or column_pairs(X))
+    n, d = 40, 200
+    X = (rng.random((n, d)) < 0.04).astype(float)
+    Y = (X[:, :20].sum(1, keepdims=True) + 0.3 * rng.normal(size=(n, 2)) > 0.5).astype(np.int8)
+    assert pays_off(X)
+    hp = bsml.Hyperparams(n_components=2)
+    result = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=15, tol=0.0)
+    arrays = as_arrays(hp, jnp.float64)
+    dense = bsml._fit(jax.random.key(0), jnp.asarray(X), jnp.asarray(Y, jnp.int8), arrays, None, max_iter=15,
+                      tol=np.float64(0.0), progress=None, throw=True)
+    assert built == [(n, d)]
+    np.testing.assert_allclose(result.trace, dense.trace, rtol=1e-6)
 
 
 def test_nearest_labelled_neighbour_imputation(rng):
