@@ -71,9 +71,11 @@ def pays_off(A: np.ndarray) -> bool:
     """Whether the pairs beat the dense products for the n x n Woodbury form of a Gaussian
     with precision ``A'A + diag(phi)`` (:func:`bayeskit.core.linalg.sparse_low_rank_plus_diagonal`):
     ``PAIR_COST`` per pair and an n x n inverse (n^3) against the dense form's two
-    ``n^2 d`` products."""
+    ``n^2 d`` products. Only in float64: that form reads an explicit inverse, which loses
+    too many of float32's digits on ill-conditioned data (repeated rows). The cells
+    ``i n + j`` are int32."""
     n, d = A.shape
-    return n < d and PAIR_COST * count(A) + n**3 < 2 * n * n * d
+    return A.dtype == np.float64 and n < d and n * n < 2**31 and PAIR_COST * count(A) + n**3 < 2 * n * n * d
 
 
 def _padded(p: int) -> int:

@@ -403,7 +403,7 @@ def fit(
         Randomness of the initialisation.
     X : array of shape (n_samples, n_features)
         Inputs, used as given (the paper uses raw features). float32 or float64. When
-        features outnumber samples and X is sparse (bag-of-words, motifs), the Q update
+        features outnumber samples and X is sparse (bag-of-words, motifs) and float64, the Q update
         works with the pairs of nonzeros that share a column
         (:mod:`bayeskit.core.column_pairs`); they are found here, on the host, so an X
         traced by an enclosing ``jit`` takes the dense N x N form.

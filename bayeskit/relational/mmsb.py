@@ -220,8 +220,9 @@ def fit_restarts(keys: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None =
     without tracing it again."""
     _loop.check_tol(tol)
     hparams = hparams or Hyperparams()
-    check_hparams(hparams)
-    Y, mask = check_relations(Y, mask, hparams.symmetric)
+    if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
+        check_hparams(hparams)
+        Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric)
     return _fit_restarts(keys, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter,
                          tol=_loop.tolerance(tol, data.Y.dtype))

@@ -36,8 +36,13 @@ def test_count_padding_and_all_zero_matrix(sparse):
     A = sparse
     brute = sum(1 for k in range(A.shape[1]) for i in range(11) for j in range(i + 1) if A[i, k] and A[j, k])
     assert cp.count(A) == brute
-    length = cp.column_pairs(A).by_cell.row.shape[0]
+    pairs = cp.column_pairs(A)
+    length = pairs.by_cell.row.shape[0]
     assert brute <= length <= max(16, brute * 9 // 8 + 1)
+    # the segment sums are told their segments are sorted (the padding included)
+    cells = np.asarray(pairs.by_cell.row) * 11 + np.asarray(pairs.by_cell.col)
+    assert np.all(np.diff(cells) >= 0) and np.all(np.diff(np.asarray(pairs.by_column.column)) >= 0)
+    assert np.all(np.asarray(pairs.by_cell.row) >= np.asarray(pairs.by_cell.col))
     assert all(p <= cp._padded(p) <= max(16, p * 9 // 8 + 1) for p in range(1, 5000))
     zero = cp.column_pairs(np.zeros((4, 6)))
     np.testing.assert_array_equal(zero.gram(jnp.ones((2, 6))), 0.0)
@@ -48,3 +53,4 @@ def test_pays_off_only_for_sparse_wide_data():
     assert cp.pays_off((rng.random((463, 1185)) < 0.05).astype(float))  # bag of words
     assert not cp.pays_off(rng.random((463, 1185)))  # dense
     assert not cp.pays_off((rng.random((300, 100)) < 0.05).astype(float))  # more samples than features
+    assert not cp.pays_off((rng.random((463, 1185)) < 0.05).astype(np.float32))  # float32 keeps the dense form

@@ -106,6 +106,29 @@ def test_restarts_keep_the_highest_bound():
     np.testing.assert_allclose(together.objective, bounds, rtol=1e-10)
 
 
+def test_stored_restarts_are_keyed_on_what_changes_the_fit(tmp_path, monkeypatch):
+    """With the executable cache on, fits that differ in tol, alpha, estimate_alpha or
+    max_iter each get their own stored program and give what jax.jit gives."""
+    from bayeskit.core import executables
+
+    Y, mask = _problem(True, seed=2, n=9)
+    keys = jax.random.split(jax.random.key(3), 2)
+    cases = [(mmsb.Hyperparams(n_blocks=2, symmetric=True), 30, 1e-6),
+             (mmsb.Hyperparams(n_blocks=2, symmetric=True), 30, 1e-2),
+             (mmsb.Hyperparams(n_blocks=2, symmetric=True, alpha=0.5), 30, 1e-6),
+             (mmsb.Hyperparams(n_blocks=2, symmetric=True, estimate_alpha=False), 30, 1e-6),
+             (mmsb.Hyperparams(n_blocks=2, symmetric=True), 7, 1e-6)]
+    expected = [mmsb.fit_restarts(keys, Y, mask, hp, max_iter=m, tol=t) for hp, m, t in cases]  # cache off
+    monkeypatch.setattr(executables, "folder", lambda: tmp_path)
+    got = [mmsb.fit_restarts(keys, Y, mask, hp, max_iter=m, tol=t) for hp, m, t in cases]
+    # a program per max_iter and per estimate_alpha (static fields); tol and alpha are arguments
+    assert len(list(tmp_path.glob("*.bin"))) == 3
+    for a, b in zip(got, expected):
+        np.testing.assert_array_equal(a.n_iter, b.n_iter)
+        np.testing.assert_allclose(a.objective, b.objective, rtol=1e-12)
+    assert len({float(r.objective[0]) for r in got}) == len(cases)  # the cases do differ
+
+
 def test_errors():
     Y, mask = _problem(False)
     with pytest.raises(ValueError, match="n_blocks"):
