@@ -241,6 +241,12 @@ def test_fit_takes_the_column_pairs_for_sparse_wide_data(rng, monkeypatch):
                       tol=np.float64(0.0), progress=None, throw=True)
     assert built == [(n, d)]
     np.testing.assert_allclose(result.trace, dense.trace, rtol=1e-6)
+    # restarts under vmap (X closed over, so concrete): the same pairs, each key's own fit
+    keys = jax.random.split(jax.random.key(1), 2)
+    batch = jax.vmap(lambda k: bsml.fit(k, X, Y, hp, max_iter=15, tol=0.0, throw=False))(keys)
+    singles = [bsml.fit(k, X, Y, hp, max_iter=15, tol=0.0).trace for k in keys]
+    np.testing.assert_allclose(batch.trace, np.stack(singles), rtol=1e-9)
+    assert len(built) == 4
 
 
 def test_nearest_labelled_neighbour_imputation(rng):
