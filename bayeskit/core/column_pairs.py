@@ -78,6 +78,13 @@ def pays_off(A: np.ndarray) -> bool:
     return A.dtype == np.float64 and n < d and n * n < 2**31 and PAIR_COST * count(A) + n**3 < 2 * n * n * d
 
 
+def if_they_pay_off(A) -> ColumnPairs | None:
+    """The pairs of the concrete matrix ``A`` when :func:`pays_off`, else None (one copy
+    to the host)."""
+    host = np.asarray(A)
+    return column_pairs(host) if pays_off(host) else None
+
+
 def _padded(p: int) -> int:
     """The next length ``m 2^e`` with ``8 <= m < 16`` (at most 1/8 above ``p``)."""
     if p <= 16:

@@ -445,9 +445,7 @@ def fit(
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
     X = as_array(X)
-    pairs = None
-    if hparams.prior == "entrywise" and validation.is_concrete(X) and column_pairs.pays_off(np.asarray(X)):
-        pairs = column_pairs.column_pairs(X)
+    pairs = column_pairs.if_they_pay_off(X) if hparams.prior == "entrywise" and validation.is_concrete(X) else None
     hparams = _loop.as_arrays(hparams, X.dtype)
     return _fit(key, X, as_array(Y, jnp.int8), hparams, pairs, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), progress=progress, throw=throw)

@@ -195,15 +195,21 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     after validating once. Returns a ``FitResult`` whose state is a :class:`State` and
     whose trace is the bound after every sweep.
     """
-    _loop.check_tol(tol)
     _loop.check_throw(throw)
+    data, hparams, tol = _checked(Y, mask, hparams, tol)
+    return _fit(key, data, hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+
+
+def _checked(Y, mask, hparams: Hyperparams | None, tol):
+    """The data, the hyperparameters as arrays and ``tol`` in the data's dtype; the host
+    checks run unless Y or the mask is traced (the caller validated already)."""
+    _loop.check_tol(tol)
     hparams = hparams or Hyperparams()
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
         check_hparams(hparams)
         Y, mask = check_relations(Y, mask, hparams.symmetric)
     data = as_data(Y, mask, hparams.symmetric)
-    return _fit(key, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter, tol=_loop.tolerance(tol, data.Y.dtype),
-                progress=progress, throw=throw)
+    return data, _loop.as_arrays(hparams, data.Y.dtype), _loop.tolerance(tol, data.Y.dtype)
 
 
 @eqx.filter_jit
@@ -218,14 +224,8 @@ def fit_restarts(keys: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None =
     ``throw=False``; every field of the result gains a leading restart axis. The program
     is kept whole on disk (:mod:`bayeskit.core.executables`), so a new process runs it
     without tracing it again."""
-    _loop.check_tol(tol)
-    hparams = hparams or Hyperparams()
-    if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
-        check_hparams(hparams)
-        Y, mask = check_relations(Y, mask, hparams.symmetric)
-    data = as_data(Y, mask, hparams.symmetric)
-    return _fit_restarts(keys, data, _loop.as_arrays(hparams, data.Y.dtype), max_iter=max_iter,
-                         tol=_loop.tolerance(tol, data.Y.dtype))
+    data, hparams, tol = _checked(Y, mask, hparams, tol)
+    return _fit_restarts(keys, data, hparams, max_iter=max_iter, tol=tol)
 
 
 @partial(executables.jit, static_argnames=("max_iter",))
