@@ -51,12 +51,16 @@ the fit jits and vmaps over stacked data sets. A fit that fills every slot is fl
 < sqrt(eps) beta: S_m = beta - beta^2 phi_m' Phi_A Sigma Phi_A' phi_m is then a difference
 of nearly equal numbers and holds no correct digit in float32. The noise precision is
 capped at ``max_precision`` / var(y).
+
+The kernel design matrices live in :mod:`bayeskit.sparse.bases`, the evidence algebra
+(l(gamma) and its maximiser, s and q, the posterior and L from scratch, MacKay's noise
+re-estimate) in :mod:`bayeskit.sparse.evidence`; this module holds the engine (its types,
+the moves, the sweep, the fit and reading it) and re-exports their public names.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import equinox as eqx
 import jax
@@ -67,11 +71,11 @@ from jaxtyping import Array, Bool, Float, Int
 from bayeskit.core import loop as _loop
 from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
-from bayeskit.core.linalg import pairwise_sqdist, spd_inverse_loop
 from bayeskit.core.status import FitResult, readable_failure
+from bayeskit.sparse.bases import KERNELS, cross_row, design, unit_basis
+from bayeskit.sparse.evidence import basis_objective, leave_one_out, log_evidence, noise_reestimate, optimal_gamma, posterior, residual_terms, rho_of
 
 PRIORS = ("rvm", "flap", "flap_sigma", "bls")
-KERNELS = ("rbf", "poly", "linear")
 _ADD, _REESTIMATE, _DELETE = 0, 1, 2
 GRAM_MAX = 512  # keep Phi' Phi for at most this many bases (a vmapped fit then never multiplies by Phi)
 
@@ -172,36 +176,7 @@ class State(eqx.Module):
     saturated: Bool[Array, ""]
 
 
-# ----------------------------------------------------------------------------- design
-
-
-def design(X, centers=None, *, kernel: str = "rbf", gamma: float = 1.0, degree: int = 3, coef0: float = 1.0,
-           bias: bool = False) -> Float[Array, "n m"]:
-    """Basis matrix Phi of the inputs ``X`` (N, D) against ``centers`` (M, D; default X).
-
-    rbf: exp(-gamma ||x - c||^2); poly: (gamma x'c + coef0)^degree; linear: the features
-    themselves (Phi = X, centers unused: the identity design of variable selection).
-    ``bias`` appends a column of ones."""
-    if not isinstance(gamma, jax.core.Tracer) and not (np.ndim(gamma) == 0 and np.isfinite(gamma) and gamma > 0):
-        raise ValueError(f"gamma must be a positive finite number; got {gamma!r}.")
-    if kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {KERNELS}; got {kernel!r}.")
-    return _design(X, centers, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, bias=bias)
-
-
-@functools.partial(jax.jit, static_argnames=("kernel", "degree", "bias"))
-def _design(X, centers, *, kernel: str, gamma, degree: int, coef0, bias: bool) -> Float[Array, "n m"]:
-    X = jnp.asarray(X)
-    centers = X if centers is None else jnp.asarray(centers, X.dtype)
-    if kernel == "rbf":
-        Phi = jnp.exp(-gamma * pairwise_sqdist(X, centers))
-    elif kernel == "poly":
-        Phi = (gamma * X @ centers.T + coef0) ** degree
-    else:  # linear
-        Phi = X
-    if bias:
-        Phi = jnp.concatenate([Phi, jnp.ones((Phi.shape[0], 1), Phi.dtype)], axis=1)
-    return Phi
+# ------------------------------------------------------------- data and evidence
 
 
 @functools.partial(jax.jit, static_argnames="gram")
@@ -224,118 +199,19 @@ def as_data(Phi, y, *, gram: bool = True) -> Data:
     return Data(Phi, alive, scale, inv_scale, y, (y @ Phi) * inv_scale, y_var, G)
 
 
-def unit_basis(data: Data) -> Float[Array, "n m"]:
-    """The unit-column basis Phi diag(inv_scale) as one array (the engine never forms it)."""
-    return data.Phi * data.inv_scale
-
-
-def _cross(data: Data, m) -> Float[Array, " m"]:
-    """Row m of the unit-column Gram matrix, phi_m' Phi, from one pass over the basis
-    (``phi_m @ Phi`` rather than ``Phi.T @ phi_m``, which XLA would serve with a
-    transposed copy of the basis)."""
-    return (data.Phi[:, m] @ data.Phi) * (data.inv_scale[m] * data.inv_scale)
-
-
-# ------------------------------------------------------------------ per-basis updates
-
-
-def optimal_gamma(s, q, rho):
-    """The maximiser of l(gamma) (module docstring): the stable root where q^2 - s > rho,
-    else 0."""
-    theta = q * q - s
-    safe_s = jnp.maximum(s, jnp.finfo(jnp.result_type(s)).tiny)
-    root = 2.0 * (theta - rho) / (safe_s * ((safe_s + 2.0 * rho) + jnp.sqrt(s * s + 4.0 * rho * q * q)))
-    return jnp.where((theta > rho) & (s > 0), root, 0.0)
-
-
-def basis_objective(gamma, s, q, rho):
-    """l(gamma), the part of the log evidence that depends on one basis's variance."""
-    return -0.5 * (jnp.log1p(gamma * s) - q * q * gamma / (1.0 + gamma * s) + rho * gamma)
-
-
-def _rho(state: State, hparams: Hyperparams):
-    if hparams.prior == "rvm":
-        return jnp.zeros_like(state.lam)
-    return state.lam * state.beta if hparams.prior == "bls" else state.lam
-
-
-def _loo(state: State):
-    """s_m, q_m: S, Q with basis m itself taken out of C.
-
-    For an active basis, s = S / (1 - gamma S) and q = Q / (1 - gamma S) (Tipping & Faul,
-    eq. 23), or equally s = 1 / Sigma_mm - 1 / gamma and q = mu_m / Sigma_mm, since the
-    posterior of w_m is N(q / (1 / gamma + s), 1 / (1 / gamma + s)). The first loses all
-    its digits for a well-determined weight (gamma s >> 1: 1 - gamma S = 1 / (1 + gamma s)
-    is then a difference of nearly equal numbers, and in float32 s came out 100% wrong); the
-    second only for a weight its data barely determine (1 / Sigma_mm near 1 / gamma), whose
-    S is then accurate. So the second is used unless Sigma_mm is within 1% of gamma (gamma s
-    < 0.01), a test made on Sigma_mm, which is accurate where S is not."""
-    active = state.gamma > 0
-    factor = 1.0 - state.gamma * state.S
-    k = state.used.shape[0]
-    j = jnp.minimum(state.slot, k - 1)
-    Sigma_mm = jnp.where(active, jnp.diagonal(state.Sigma)[j], 1.0)
-    determined = active & (Sigma_mm < 0.99 * state.gamma)
-    safe_factor = jnp.where(determined | ~active, 1.0, factor)
-    safe_gamma = jnp.where(active, state.gamma, 1.0)
-    s = jnp.where(determined, 1.0 / Sigma_mm - 1.0 / safe_gamma, jnp.where(active, state.S / safe_factor, state.S))
-    q = jnp.where(determined, state.mu[j] / Sigma_mm, jnp.where(active, state.Q / safe_factor, state.Q))
-    return s, q
-
-
-# ------------------------------------------------------------- posterior and statistics
-
-
-def _precision(state: State, gamma_slot):
-    """beta Phi_A' Phi_A + Gamma_A^-1 on the used slots, identity on the free ones."""
-    used = state.used
-    G_AA = jnp.where(used[:, None] & used[None, :], state.G[:, state.basis], 0.0)
-    inv_gamma = jnp.where(used, 1.0 / jnp.where(used, gamma_slot, 1.0), 1.0)
-    return state.beta * G_AA + jnp.diag(inv_gamma)
-
-
-def _posterior(state: State, data: Data):
-    """(Sigma, mu, log |Sigma|) of the slot weights, recomputed from scratch."""
-    used = state.used
-    size = jnp.max(jnp.where(used, jnp.arange(used.shape[0]) + 1, 0))  # the used slots end here
-    Sigma, logdet_A = spd_inverse_loop(_precision(state, state.gamma[state.basis]), size)
-    Sigma = jnp.where(used[:, None] & used[None, :], Sigma, 0.0)
-    mu = state.beta * Sigma @ jnp.where(used, data.Phi_y[state.basis], 0.0)
-    return Sigma, mu, -logdet_A
-
-
-def _residual_terms(state: State, data: Data, mu):
-    """(||y - Phi mu||^2, y'(y - Phi mu)) from the cached Gram columns."""
-    used = state.used
-    Phi_y = jnp.where(used, data.Phi_y[state.basis], 0.0)
-    G_AA = jnp.where(used[:, None] & used[None, :], state.G[:, state.basis], 0.0)
-    yy = jnp.sum(data.y * data.y)
-    fit = mu @ Phi_y
-    return yy - 2.0 * fit + mu @ G_AA @ mu, yy - fit
-
-
-def _evidence(state: State, data: Data, hparams: Hyperparams, mu, logdet_Sigma):
-    n = data.y.shape[0]
-    _, y_resid = _residual_terms(state, data, mu)
-    gamma_A = jnp.where(state.gamma > 0, state.gamma, 1.0)
-    log_det_C = -n * jnp.log(state.beta) + jnp.sum(jnp.log(gamma_A)) - logdet_Sigma
-    log_ev = -0.5 * (n * math.log(2 * math.pi) + log_det_C + state.beta * y_resid)
-    return log_ev - 0.5 * _rho(state, hparams) * jnp.sum(state.gamma)
-
-
 def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
     """The log evidence L (module docstring), computed from scratch."""
-    _, mu, logdet_Sigma = _posterior(state, data)
-    return _evidence(state, data, hparams, mu, logdet_Sigma)
+    _, mu, logdet_Sigma = posterior(state, data)
+    return log_evidence(state, data, hparams, mu, logdet_Sigma)
 
 
 def refresh(state: State, data: Data, hparams: Hyperparams) -> State:
     """Sigma, mu, S, Q and L recomputed from gamma, beta and the slots."""
-    Sigma, mu, logdet_Sigma = _posterior(state, data)
+    Sigma, mu, logdet_Sigma = posterior(state, data)
     G = state.G  # free slots have zero rows
     S = state.beta * data.alive - state.beta**2 * jnp.sum((Sigma @ G) * G, axis=0)
     Q = state.beta * (data.Phi_y - mu @ G)
-    L = _evidence(state, data, hparams, mu, logdet_Sigma)
+    L = log_evidence(state, data, hparams, mu, logdet_Sigma)
     return eqx.tree_at(lambda s: (s.Sigma, s.mu, s.S, s.Q, s.log_evidence), state, (Sigma, mu, S, Q, L))
 
 
@@ -362,7 +238,7 @@ def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
     e_j = jnp.arange(k) == j
     e_m = jnp.arange(state.gamma.shape[0]) == m
     if data.gram is None:  # Phi' phi_m
-        g = jax.lax.cond(add, lambda: _cross(data, m), lambda: state.G[j])
+        g = jax.lax.cond(add, lambda: cross_row(data, m), lambda: state.G[j])
     else:
         g = data.gram[m]
     Sj, Sjj = state.Sigma[:, j], state.Sigma[j, j]
@@ -390,8 +266,8 @@ def _move(state: State, data: Data, m, action, gamma_new, ok) -> State:
 def candidates(state: State, data: Data, hparams: Hyperparams):
     """For every basis: the action it would take (add, re-estimate, delete), its new
     gamma, and the gain in L (-inf where not allowed)."""
-    s, q = _loo(state)
-    rho = _rho(state, hparams)
+    s, q = leave_one_out(state)
+    rho = rho_of(state, hparams)
     gamma_new = optimal_gamma(s, q, rho)
     gain = basis_objective(gamma_new, s, q, rho) - basis_objective(state.gamma, s, q, rho)
     active = state.gamma > 0
@@ -429,18 +305,8 @@ def _update_lambda(state: State, hparams: Hyperparams) -> State:
     n_active = jnp.sum(state.gamma > 0)
     lam = jnp.maximum(2.0 * (n_active + nu - 1.0), 0.0) / (jnp.sum(g) + 2.0 * delta)
     new = eqx.tree_at(lambda s: s.lam, state, lam)
-    L = state.log_evidence - 0.5 * (_rho(new, hparams) - _rho(state, hparams)) * jnp.sum(state.gamma)
+    L = state.log_evidence - 0.5 * (rho_of(new, hparams) - rho_of(state, hparams)) * jnp.sum(state.gamma)
     return eqx.tree_at(lambda s: s.log_evidence, new, L)
-
-
-@jax.jit
-def noise_reestimate(state: State, data: Data):
-    """MacKay's noise variance ||y - Phi mu||^2 / (N - sum_A (1 - Sigma_mm / gamma_m))
-    (and that sum of squares), from the current posterior."""
-    sq_resid, _ = _residual_terms(state, data, state.mu)
-    gamma_slot = jnp.where(state.used, state.gamma[state.basis], 1.0)
-    dof = data.y.shape[0] - jnp.sum(jnp.where(state.used, 1.0 - jnp.diagonal(state.Sigma) / gamma_slot, 0.0))
-    return jnp.maximum(sq_resid, 0.0) / jnp.maximum(dof, 1.0)  # a near-exact fit's sum can round below 0
 
 
 def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
@@ -449,7 +315,7 @@ def _update_noise(state: State, data: Data, hparams: Hyperparams) -> State:
     n = data.y.shape[0]
     floor = data.y_var / hparams.max_precision  # noise variance floor
     if hparams.prior == "bls":
-        _, y_resid = _residual_terms(state, data, state.mu)
+        _, y_resid = residual_terms(state, data, state.mu)
         beta = 1.0 / jnp.maximum(y_resid / n, floor)
         new = eqx.tree_at(lambda s: (s.beta, s.gamma), state, (beta, state.gamma * state.beta / beta))
         return refresh(new, data, hparams)
@@ -513,7 +379,7 @@ def init(data: Data, hparams: Hyperparams) -> State:
     state = State(gamma=jnp.zeros(m, dtype).at[first].set(gamma0), slot=jnp.full(m, k, jnp.int32).at[first].set(0),
                   basis=jnp.zeros(k, jnp.int32).at[0].set(first), used=jnp.zeros(k, bool).at[0].set(True),
                   Sigma=jnp.zeros((k, k), dtype), mu=jnp.zeros(k, dtype),
-                  G=jnp.zeros((k, m), dtype).at[0].set(_cross(data, first)),
+                  G=jnp.zeros((k, m), dtype).at[0].set(cross_row(data, first)),
                   S=jnp.zeros(m, dtype), Q=jnp.zeros(m, dtype), beta=jnp.asarray(beta, dtype), lam=lam, deleted=jnp.zeros(m, bool),
                   log_evidence=jnp.zeros((), dtype),
                   iteration=jnp.zeros((), jnp.int32), converged=jnp.zeros((), bool), saturated=jnp.zeros((), bool))
@@ -621,5 +487,5 @@ def predict_inputs(state: State, X_new, basis_rows, scale, *, noise: bool = True
     return map_blocks(lambda x: predict(state, basis_rows(x), scale, noise=noise), X_new, chunk_size)
 
 
-__all__ = ["Hyperparams", "State", "Data", "design", "unit_basis", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
+__all__ = ["Hyperparams", "State", "Data", "KERNELS", "design", "unit_basis", "as_data", "optimal_gamma", "basis_objective", "objective", "update",
            "init", "fit", "weights", "relevance", "predict", "predict_inputs", "refresh", "candidates", "move", "noise_reestimate"]

@@ -260,7 +260,7 @@ def test_float32_leave_one_out_statistics_of_active_bases_are_accurate():
         state, seen = sb.init(data, hp), []
         for _ in range(6):
             state = move(state, data)
-            s, q = sb._loo(state)
+            s, q = sb.leave_one_out(state)
             seen.append((np.asarray(state.gamma) > 0, np.asarray(s, np.float64), np.asarray(q, np.float64)))
         runs[dtype] = seen
     for (active, s64, q64), (active32, s32, q32) in zip(runs[np.float64], runs[np.float32]):
