@@ -70,6 +70,10 @@ data, alpha = 0.5) reaches lower determinants than C-steps alone from thousands 
 
 For p = 1 the MCD subset is h consecutive order statistics, found exactly by the window of
 smallest variance among the n - h + 1 windows (``univariate_mcd``).
+
+h and the factors of (2) and (4) are computed in :mod:`bayeskit.robust.mcd_factors`, the
+random elemental starts drawn by :mod:`bayeskit.robust.floyd`; this module re-exports
+their public names.
 """
 
 from __future__ import annotations
@@ -85,9 +89,11 @@ from scipy import stats
 
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import unit_scale
-from bayeskit.core.special import chi2_cdf, chi2_quantile
+from bayeskit.core.special import chi2_quantile
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
+from bayeskit.robust.floyd import floyd_draws, floyd_subset, start_draws
+from bayeskit.robust.mcd_factors import consistency_factor, default_h, h_alpha_n, h_from_alpha, robustbase_factors, small_sample_factor
 
 REWEIGHT_QUANTILE = 0.975
 CONVENTIONS = ("bayeskit", "robustbase")
@@ -115,71 +121,6 @@ class MCD(eqx.Module):
     exact_fit: Bool[Array, ""]
     hyperplane: Float[Array, " p"]
     n_on_hyperplane: Array
-
-
-def default_h(n: int, p: int) -> int:
-    """h = floor((n + p + 1) / 2), the MCD's highest breakdown point."""
-    return (n + p + 1) // 2
-
-
-def h_from_alpha(alpha: float, n: int, p: int) -> int:
-    """h = max(floor(alpha n), floor((n + p + 1) / 2)), at most n."""
-    return min(max(int(np.floor(alpha * n)), default_h(n, p)), n)
-
-
-def h_alpha_n(alpha: float, n: int, p: int) -> int:
-    """robustbase's h(alpha; n, p) of (4): (n + p + 1) // 2 at alpha = 0.5, n at alpha = 1."""
-    n2 = (n + p + 1) // 2
-    return int(np.floor(2 * n2 - n + 2 * (n - n2) * alpha))
-
-
-# Pison, Van Aelst & Willems (2002): 1 - 1/f(p, n) = exp(a) / n^b at alpha = 0.5 and 0.875. For p = 1, 2 the
-# (a, b) are fitted directly; for p > 2 from (g, q) pairs at two values of the exponent e: a and b solve
-# log(-g / p^q) = a - b log(e p^2) for both pairs.
-_PISON_SMALL_P = {  # (p, reweighted): ((a, b) at 0.5, (a, b) at 0.875)
-    (1, False): ((0.262024211897096, 0.604756680630497), (-0.351584646688712, 1.01646567502486)),
-    (2, False): ((0.673292623522027, 0.691365864961895), (0.446537815635445, 1.06690782995919)),
-    (1, True): ((1.11098143415027, 1.5182890270453), (-0.66046776772861, 0.88939595831888)),
-    (2, True): ((3.11101712909049, 1.91401056721863), (0.79473550581058, 1.10081930350091)),
-}
-_PISON_LARGE_P = {  # reweighted: (((g, q, e), (g, q, e)) at 0.5, (...) at 0.875)
-    False: (((-1.42764571687802, 1.26263336932151, 2), (-1.06141115981725, 1.28907991440387, 3)),
-            ((-0.455179464070565, 1.11192541278794, 2), (-0.294241208320834, 1.09649329149811, 3))),
-    True: (((-1.02842572724793, 1.67659883081926, 2), (-0.26800273450853, 1.35968562893582, 3)),
-           ((-0.544482443573914, 1.25994483222292, 2), (-0.343791072183285, 1.25159004257133, 3))),
-}
-
-
-def small_sample_factor(p: int, n: int, alpha: float, reweighted: bool) -> float:
-    """f_raw (``reweighted=False``) or f_rew of (4): the factor that makes det(S)^(1/p) of the
-    MCD covariance average 1 for n standard normal points in p dimensions (robustbase's ``.MCDcnp2`` and
-    ``.MCDcnp2.rew`` without their alpha = 0.5 table)."""
-
-    def one_minus_inverse(at: int) -> float:
-        if p <= 2:
-            a, b = _PISON_SMALL_P[(p, reweighted)][at]
-        else:
-            (g1, q1, e1), (g2, q2, e2) = _PISON_LARGE_P[reweighted][at]
-            A = np.array([[1.0, -np.log(e1 * p**2)], [1.0, -np.log(e2 * p**2)]])
-            a, b = np.linalg.solve(A, np.log([-g1 / p**q1, -g2 / p**q2]))
-        return 1.0 - np.exp(a) / n**b
-
-    f500, f875 = one_minus_inverse(0), one_minus_inverse(1)
-    f = f500 + (f875 - f500) / 0.375 * (alpha - 0.5) if alpha <= 0.875 else f875 + (1 - f875) / 0.125 * (alpha - 0.875)
-    return float(1.0 / f)
-
-
-def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
-    """(f_raw, f_rew) of (4)."""
-    return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
-
-
-def consistency_factor(p: int, a, dtype=None) -> Array:
-    """c(a) of (2): makes the covariance of the a-fraction of normal points closest to the
-    centre consistent for the covariance; 1 at a = 1. Traceable in ``a``."""
-    a = jnp.asarray(a, dtype if dtype is not None else jnp.result_type(float, a))
-    q = chi2_quantile(jnp.where(a < 1, a, 0.5), p)  # a = 1 takes the other branch
-    return jnp.where(a < 1, a / chi2_cdf(q, p + 2), 1.0)
 
 
 def weighted_moments(X: Float[Array, "n p"], w: Float[Array, " n"]) -> tuple[Array, Array]:
@@ -253,41 +194,6 @@ def c_step(X, state: Subset, h: int, outer=None) -> Subset:
     d2 = state.d2 if outer is None else state.d2.astype(jnp.float32)
     new = subset(X, closest(d2, h), outer)
     return jax.tree.map(lambda a, b: jnp.where(jnp.isfinite(state.log_det), a, b), new, state)
-
-
-def floyd_draws(key, n: int, m: int, shape: tuple = ()) -> Array:
-    """The draws of :func:`floyd_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
-    for ``shape`` subsets at once."""
-    return _floyd_from_bits(jax.random.bits(key, (*shape, m), jnp.uint32), n)
-
-
-def _floyd_from_bits(bits: Array, n: int) -> Array:
-    """Floyd's draws t_j = b_j mod (j + 1) from 32 random bits b_j each (the last of the
-    ``bits``' axes, one per j; each value's probability is off by less than (j + 1) / 2^32)."""
-    m = bits.shape[-1]
-    return (bits % jnp.arange(n - m + 1, n + 1, dtype=bits.dtype)).astype(jnp.int32)
-
-
-def start_draws(key, n: int, m: int, shape: tuple = ()) -> tuple[Array, Array]:
-    """The random numbers of ``shape`` elemental starts of m points among n, from one draw of
-    random bits: Floyd's draws (:func:`floyd_draws`) and the random order (n 32-bit integers)
-    in which a singular start takes further points."""
-    bits = jax.random.bits(key, (*shape, m + n), jnp.uint32)
-    return _floyd_from_bits(bits[..., :m], n), bits[..., m:]
-
-
-def floyd_subset(draws: Array, n: int) -> Bool[Array, " n"]:
-    """The indicator of m distinct points of n drawn uniformly, by Floyd's algorithm: for
-    j = n - m, ..., n - 1 take t_j (``draws``), or j when t_j is taken already (O(m^2)
-    comparisons; no sort of n keys)."""
-    m = draws.shape[0]
-
-    def take(i, chosen):
-        taken = jnp.any((chosen == draws[i]) & (jnp.arange(m) < i))
-        return chosen.at[i].set(jnp.where(taken, n - m + i, draws[i]))
-
-    chosen = jax.lax.fori_loop(0, m, take, jnp.zeros(m, draws.dtype))
-    return jnp.zeros(n, bool).at[chosen].set(True)
 
 
 def elemental_start(key, X, h: int | None, outer=None) -> Subset:
