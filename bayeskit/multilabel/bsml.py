@@ -29,11 +29,12 @@ The lower bound (Appendix A) is implemented with the two corrections to the auth
 code (``E[log phi]`` for ``log E[phi]``; the trace ``tr(<QQ'> X'X)`` for the sum of all
 entries), and with the ``T`` part in the cancellation-free form of
 :mod:`bayeskit.multilabel.probit`. It never decreases over sweeps and drives convergence.
+
+Reading a fit (embeddings, predictive scores and probabilities, the dimensions ARD kept)
+lives in :mod:`bayeskit.multilabel.bsml_predict`; this module re-exports its names.
 """
 
 from __future__ import annotations
-
-from functools import partial
 
 import equinox as eqx
 import jax
@@ -43,14 +44,13 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from bayeskit.core import column_pairs, expfam, validation
 from bayeskit.core import loop as _loop
-from bayeskit.core.chunks import map_blocks
-from bayeskit.core.device import as_array, program_input
+from bayeskit.core.device import as_array
 from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal, sparse_low_rank_plus_diagonal
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
+from bayeskit.multilabel.bsml_predict import PREDICTIVES, active_components, component_relevance, predict_proba, predict_scores, transform
 
 PRIORS = ("entrywise", "ard")
-PREDICTIVES = ("consistent", "author")
 
 
 class Hyperparams(eqx.Module):
@@ -467,62 +467,6 @@ def _fit(key, X, Y, hparams, pairs, *, max_iter, tol, progress, throw) -> FitRes
     )
 
 
-def transform(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> Array:
-    """Embeddings ``E[z*] = <Q>' x*`` of new inputs, shape (m, R), ``chunk_size`` rows at a time."""
-    return map_blocks(lambda x: x @ state.q_mean, as_array(X, state.q_mean.dtype), chunk_size)
-
-
-def predict_scores(state: State, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> tuple[Array, Array]:
-    """Mean and variance of the predictive scores ``t*`` (Section 2.4), each (m, L),
-    ``chunk_size`` rows at a time."""
-    rows = lambda x: probit.predictive_scores(state.classifier, x @ state.q_mean)  # noqa: E731
-    return map_blocks(rows, as_array(X, state.q_mean.dtype), chunk_size)
-
-
-def predict_proba(
-    state: State,
-    X: Float[Array, "m d"],
-    hparams: Hyperparams,
-    *,
-    predictive: str = "consistent",
-    chunk_size: int | None = None,
-) -> Array:
-    """``P(y* = 1 | x*)`` for every label, shape (m, L), one compiled program.
-
-    ``predictive="consistent"`` divides the mean score by its standard deviation (a
-    proper probit predictive); ``"author"`` divides by the variance as the author's code
-    does (same 0.5-threshold decisions). BSSML normalises over the two sides of the
-    low-density region (Section 3.2). ``chunk_size`` bounds the rows processed at once.
-    ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`fit`.
-    """
-    validation.check_choice("predictive", predictive, PREDICTIVES)
-    return _predict_proba(state, program_input(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)
-
-
-@partial(jax.jit, static_argnames=("predictive", "chunk_size"))
-def _predict_proba(state: State, X, hparams: Hyperparams, *, predictive: str, chunk_size: int | None) -> Array:
-    priors = hparams.classifier_priors()
-
-    def rows(x):
-        mean, var = predict_scores(state, x)
-        return probit.predictive_probability(mean, var, priors, hparams.semisupervised, predictive)
-
-    return map_blocks(rows, X.astype(state.q_mean.dtype), chunk_size)
-
-
-def component_relevance(state: State) -> Array:
-    """``E[q_s' q_s]`` per column of Q: near zero for a dimension that ARD switched off."""
-    return jnp.sum(state.q_mean**2 + state.q_var, axis=0)
-
-
-@jax.jit
-def active_components(state: State, threshold: float = 1e-3) -> Array:
-    """Boolean mask of the dimensions that survive: relevance above ``threshold`` times
-    the largest relevance."""
-    rel = component_relevance(state)
-    return rel > threshold * jnp.max(rel)
-
-
 def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
     """Zeros with the structure of ``fit``'s result for data of the given ``shapes``
     (``n_samples``, ``n_features``, ``n_labels``, ``max_iter``, ``dtype``), traced with
@@ -535,3 +479,8 @@ def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
     Y = jax.ShapeDtypeStruct((shapes["n_samples"], shapes["n_labels"]), jnp.int8)
     like = jax.eval_shape(run, jax.random.key(0), X, Y)
     return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), like)
+
+
+__all__ = ["PRIORS", "PREDICTIVES", "Hyperparams", "Data", "State", "prepare", "init", "update_phi", "update_q", "update_z",
+           "update_classifier", "update", "objective", "check_inputs", "fit", "result_like", "transform", "predict_scores",
+           "predict_proba", "component_relevance", "active_components"]

@@ -5,12 +5,13 @@ engine works with.
 Notation: X (N, D) the inputs, ``centers`` (M, D) the points the kernel columns are centred
 on, Phi (N, M) the design; the engine scales each column of Phi to unit norm
 (``Data.inv_scale``) without forming the scaled copy.
+
+``data`` is the engine's :class:`~bayeskit.sparse.sparse_bayes.Data`.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -18,9 +19,6 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core.linalg import pairwise_sqdist
-
-if TYPE_CHECKING:
-    from bayeskit.sparse.sparse_bayes import Data
 
 KERNELS = ("rbf", "poly", "linear")
 
@@ -54,12 +52,12 @@ def _design(X, centers, *, kernel: str, gamma, degree: int, coef0, bias: bool) -
     return Phi
 
 
-def unit_basis(data: Data) -> Float[Array, "n m"]:
+def unit_basis(data) -> Float[Array, "n m"]:
     """The unit-column basis Phi diag(inv_scale) as one array (the engine never forms it)."""
     return data.Phi * data.inv_scale
 
 
-def cross_row(data: Data, m) -> Float[Array, " m"]:
+def cross_row(data, m) -> Float[Array, " m"]:
     """Row m of the unit-column Gram matrix, phi_m' Phi, from one pass over the basis
     (``phi_m @ Phi`` rather than ``Phi.T @ phi_m``, which XLA would serve with a
     transposed copy of the basis)."""

@@ -2,20 +2,19 @@
 whose docstring holds the notation and the equations): l(gamma) of one basis and its
 maximiser, the leave-one-out statistics s and q, the posterior of the active weights and
 the log evidence L recomputed from scratch, and MacKay's noise re-estimate.
+
+``state``, ``data`` and ``hparams`` are the engine's :class:`~bayeskit.sparse.sparse_bayes.State`,
+:class:`~bayeskit.sparse.sparse_bayes.Data` and :class:`~bayeskit.sparse.sparse_bayes.Hyperparams`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
 from bayeskit.core.linalg import spd_inverse_loop
-
-if TYPE_CHECKING:
-    from bayeskit.sparse.sparse_bayes import Data, Hyperparams, State
 
 
 def optimal_gamma(s, q, rho):
@@ -32,13 +31,13 @@ def basis_objective(gamma, s, q, rho):
     return -0.5 * (jnp.log1p(gamma * s) - q * q * gamma / (1.0 + gamma * s) + rho * gamma)
 
 
-def rho_of(state: State, hparams: Hyperparams):
+def rho_of(state, hparams):
     if hparams.prior == "rvm":
         return jnp.zeros_like(state.lam)
     return state.lam * state.beta if hparams.prior == "bls" else state.lam
 
 
-def leave_one_out(state: State):
+def leave_one_out(state):
     """s_m, q_m: S, Q with basis m itself taken out of C.
 
     For an active basis, s = S / (1 - gamma S) and q = Q / (1 - gamma S) (Tipping & Faul,
@@ -62,7 +61,7 @@ def leave_one_out(state: State):
     return s, q
 
 
-def precision(state: State, gamma_slot):
+def precision(state, gamma_slot):
     """beta Phi_A' Phi_A + Gamma_A^-1 on the used slots, identity on the free ones."""
     used = state.used
     G_AA = jnp.where(used[:, None] & used[None, :], state.G[:, state.basis], 0.0)
@@ -70,7 +69,7 @@ def precision(state: State, gamma_slot):
     return state.beta * G_AA + jnp.diag(inv_gamma)
 
 
-def posterior(state: State, data: Data):
+def posterior(state, data):
     """(Sigma, mu, log |Sigma|) of the slot weights, recomputed from scratch."""
     used = state.used
     size = jnp.max(jnp.where(used, jnp.arange(used.shape[0]) + 1, 0))  # the used slots end here
@@ -80,7 +79,7 @@ def posterior(state: State, data: Data):
     return Sigma, mu, -logdet_A
 
 
-def residual_terms(state: State, data: Data, mu):
+def residual_terms(state, data, mu):
     """(||y - Phi mu||^2, y'(y - Phi mu)) from the cached Gram columns."""
     used = state.used
     Phi_y = jnp.where(used, data.Phi_y[state.basis], 0.0)
@@ -90,7 +89,7 @@ def residual_terms(state: State, data: Data, mu):
     return yy - 2.0 * fit + mu @ G_AA @ mu, yy - fit
 
 
-def log_evidence(state: State, data: Data, hparams: Hyperparams, mu, logdet_Sigma):
+def log_evidence(state, data, hparams, mu, logdet_Sigma):
     n = data.y.shape[0]
     _, y_resid = residual_terms(state, data, mu)
     gamma_A = jnp.where(state.gamma > 0, state.gamma, 1.0)
@@ -100,7 +99,7 @@ def log_evidence(state: State, data: Data, hparams: Hyperparams, mu, logdet_Sigm
 
 
 @jax.jit
-def noise_reestimate(state: State, data: Data):
+def noise_reestimate(state, data):
     """MacKay's noise variance ||y - Phi mu||^2 / (N - sum_A (1 - Sigma_mm / gamma_m))
     (and that sum of squares), from the current posterior."""
     sq_resid, _ = residual_terms(state, data, state.mu)
