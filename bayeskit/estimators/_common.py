@@ -1,11 +1,15 @@
 """Helpers shared by the estimator wrappers: the key from ``random_state``, the choice
 among vmapped restarts and :func:`finish`, which turns a fit's ``Status`` into what a
-scikit-learn user expects (an exception or a ``ConvergenceWarning``), and
+scikit-learn user expects (an exception or a ``ConvergenceWarning``),
 :func:`warn_unmixed`, the same warning for MCMC draws whose diagnostics say the chains
-have not mixed."""
+have not mixed, and :class:`OneCallAtATime`, which keeps two threads from running the
+estimators' compiled programs at once."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import threading
 import warnings
 from functools import partial
 
@@ -19,6 +23,40 @@ from bayeskit.core.status import Status, is_failure
 from bayeskit.core.validation import check_real, is_sparse
 
 _NO_Y = object()
+_RUNNING = threading.RLock()
+
+
+class OneCallAtATime:
+    """Mixin: every public method a subclass defines (``fit``, ``predict``, ``transform``,
+    ...) holds one process-wide lock until its results are computed, so that two threads
+    never run the estimators' compiled programs at the same time.
+
+    JAX's CPU runtime (jaxlib 0.10) can deadlock when two threads run, at once, programs
+    whose loop body holds a LAPACK call beside further control flow: every idle worker
+    waits for work and both callers wait for their results, for ever. Each iterative fit
+    here has that shape (a Cholesky factor in the sweep of a ``while_loop``). Calls from
+    several threads therefore run one after the other; for fits in parallel use processes
+    (joblib's default backend, ``concurrent.futures.ProcessPoolExecutor``) or one batched
+    program (``n_init``, :func:`bayeskit.sweep`). A call made inside another (``score``
+    calling ``predict``) takes the lock again without waiting."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, method in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(method):
+                setattr(cls, name, _one_at_a_time(method))
+
+
+def _one_at_a_time(method):
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with _RUNNING:
+            out = method(self, *args, **kwargs)
+            # fit returns self: its fitted attributes are what may still be computing
+            jax.block_until_ready(list(vars(self).values()) if out is self else out)
+        return out
+
+    return run
 
 
 def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X", y_name: str = "y", **kwargs):

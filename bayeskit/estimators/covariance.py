@@ -16,10 +16,10 @@ from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import finish, validate
+from bayeskit.estimators._common import OneCallAtATime, finish, validate
 
 
-class GraphicalLasso(BaseEstimator):
+class GraphicalLasso(OneCallAtATime, BaseEstimator):
     """Sparse inverse covariance by the graphical lasso (column sweeps for p <= 64, QUIC's
     Newton steps above, or as ``solver`` says; see :mod:`bayeskit.covariance.glasso`):
     minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|, the sum over the
@@ -125,7 +125,7 @@ def _gaussian_score(Z, location, covariance) -> float:
     return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
 
 
-class RCA(TransformerMixin, BaseEstimator):
+class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
     """Maximum-likelihood residual component analysis (Kalaitzis & Lawrence 2012; see
     :mod:`bayeskit.covariance.rca`): y ~ N(0, W W' + Sigma) with Sigma given, W from the generalised
     eigenproblem C S = Sigma S D.
@@ -225,7 +225,7 @@ class RCA(TransformerMixin, BaseEstimator):
         return _gaussian_score(Z, self.location_, W @ W.T + self.sigma_)
 
 
-class EMRCA(BaseEstimator):
+class EMRCA(OneCallAtATime, BaseEstimator):
     """Low rank plus sparse inverse plus isotropic noise by EM/RCA (Kalaitzis & Lawrence
     2012; see :mod:`bayeskit.covariance.rca`): y ~ N(0, W W' + Lambda^-1 + s2 I) with a sparse
     precision Lambda (graphical-lasso M-step) and residual components W (RCA step).
@@ -318,7 +318,7 @@ class EMRCA(BaseEstimator):
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]
 
 
-class SparsePCA(TransformerMixin, BaseEstimator):
+class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
     """Sparse principal components by the DSPCA relaxation, solved by block coordinate ascent
     after safe feature elimination (Zhang & El Ghaoui 2011; :mod:`bayeskit.covariance.sparse_pca`).
 

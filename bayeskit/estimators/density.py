@@ -11,10 +11,10 @@ from bayeskit.core import validation
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.device import as_array
 from bayeskit.density import sbmoe
-from bayeskit.estimators._common import _best_restart, _key, validate
+from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
 
 
-class SBMoERegressor(RegressorMixin, BaseEstimator):
+class SBMoERegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     """Similarity-based Bayesian mixture of experts (Zhang, Bokrantz & Olsson).
 
     A conditional density model: the predictive p(y | x) is a Gaussian mixture whose

@@ -14,12 +14,12 @@ from bayeskit.core import validation
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_products_in_range
 from bayeskit.core.status import Status
-from bayeskit.estimators._common import _best_restart, _key, validate
+from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
 
 
-class _MultilabelMixin(ClassifierMixin):
+class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
     """predict / score / tags shared by the multilabel classifiers."""
 
     def __sklearn_tags__(self):

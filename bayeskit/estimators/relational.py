@@ -9,12 +9,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.mcmc import diagnostics
-from bayeskit.estimators._common import _best_restart, _key, warn_unmixed
+from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, warn_unmixed
 from bayeskit.relational import data as relational_data
 from bayeskit.relational import irm, lfrm, mmsb
 
 
-class _LinkPredictor(BaseEstimator):
+class _LinkPredictor(OneCallAtATime, BaseEstimator):
     """Shared ``fit(Y, mask=None, covariates=None)`` / ``predict_proba()`` of the relational
     models. Y is (N, N) or (n_relations, N, N); ``mask`` (same shape, or (N, N) for all
     relations) marks the observed training cells, default every off-diagonal cell."""

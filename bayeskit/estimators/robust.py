@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from bayeskit.core import validation
 from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
-from bayeskit.estimators._common import _key, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.robust import mcd, robpca
 
 
@@ -22,7 +22,7 @@ def _check_fraction(name: str, value, low: float = 0.5) -> None:
         raise ValueError(f"{name} must be in [{low}, 1] (or None), got {value!r}.")
 
 
-class MinCovDet(BaseEstimator):
+class MinCovDet(OneCallAtATime, BaseEstimator):
     """Minimum Covariance Determinant location and scatter by FAST-MCD (:mod:`bayeskit.robust.mcd`),
     raw (consistency-corrected) and reweighted at the 97.5% chi-square quantile.
 
@@ -107,7 +107,7 @@ def _host(state):
     return jax.tree.map(lambda a: np.asarray(a, np.float64) if floating(a) else np.asarray(a), jax.device_get(state))
 
 
-class ROBPCA(TransformerMixin, BaseEstimator):
+class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
     """Robust principal components (ROBPCA, :mod:`bayeskit.robust.robpca`) with the outlier map.
 
     Parameters

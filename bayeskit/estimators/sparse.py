@@ -13,11 +13,11 @@ from sklearn.utils.validation import check_is_fitted
 from bayeskit.core import validation
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, unit_scale
-from bayeskit.estimators._common import _key, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 
-class _SparseBayesRegressor(RegressorMixin, BaseEstimator):
+class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     """Shared fit and predict; subclasses fix the prior.
 
     The basis is the kernel between the inputs and the training inputs: ``"rbf"``
@@ -201,7 +201,7 @@ class FLAPRegressor(_SparseBayesRegressor):
         return float(np.sqrt(sparse_bayes.noise_reestimate(state, data)))
 
 
-class BayesianLassoRegressor(RegressorMixin, BaseEstimator):
+class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     """The Bayesian Lasso (Park & Casella 2008): Laplace prior on the coefficients given
     the noise, lambda^2 ~ Gamma(0.1, 0.1), sampled by their Gibbs sampler
     (``method="gibbs"``) or numpyro's NUTS (``"nuts"``). The intercept has a flat prior;
