@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 import warnings
 from functools import partial
@@ -34,11 +35,15 @@ class OneCallAtATime:
     JAX's CPU runtime (jaxlib 0.10) can deadlock when two threads run, at once, programs
     whose loop body holds a LAPACK call beside further control flow: every idle worker
     waits for work and both callers wait for their results, for ever. Each iterative fit
-    here has that shape (a Cholesky factor in the sweep of a ``while_loop``). Calls from
-    several threads therefore run one after the other; for fits in parallel use processes
-    (joblib's default backend, ``concurrent.futures.ProcessPoolExecutor``) or one batched
-    program (``n_init``, :func:`bayeskit.sweep`). A call made inside another (``score``
-    calling ``predict``) takes the lock again without waiting."""
+    here has that shape (a Cholesky factor in the sweep of a ``while_loop``). Calls of
+    the estimators' methods from several threads therefore run one after the other; a
+    functional call (``bsml.fit``, :func:`bayeskit.sweep`) running beside other JAX work
+    is not protected. For fits in parallel use processes started by spawning (joblib's
+    default backend, or ``ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn"))``;
+    a forked child of a process that has started JAX can hang) or one batched program
+    (``n_init``, :func:`bayeskit.sweep`). A call made inside another (``score`` calling
+    ``predict``) takes the lock again without waiting. A forked child starts with a new,
+    free lock."""
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -50,13 +55,28 @@ class OneCallAtATime:
 def _one_at_a_time(method):
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        with _RUNNING:
-            out = method(self, *args, **kwargs)
-            # fit returns self: its fitted attributes are what may still be computing
-            jax.block_until_ready(list(vars(self).values()) if out is self else out)
-        return out
+        return _locked_call(method, self, args, kwargs)
 
     return run
+
+
+def _locked_call(method, self, args, kwargs):
+    """``method(self, *args, **kwargs)`` under the lock. The wrapper above refers to the lock
+    only through this function, so that a user's subclass defined in a notebook (which
+    cloudpickle copies by value, lock and all) still pickles."""
+    with _RUNNING:
+        out = method(self, *args, **kwargs)
+        # fit returns self: its fitted attributes are what may still be computing
+        jax.block_until_ready(list(vars(self).values()) if out is self else out)
+    return out
+
+
+def _new_lock() -> None:
+    global _RUNNING
+    _RUNNING = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_lock)  # a thread of the parent may have held it
 
 
 def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X", y_name: str = "y", **kwargs):

@@ -49,7 +49,7 @@ def predict_proba(
     proper probit predictive); ``"author"`` divides by the variance as the author's code
     does (same 0.5-threshold decisions). BSSML normalises over the two sides of the
     low-density region (Section 3.2). ``chunk_size`` bounds the rows processed at once.
-    ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`fit`.
+    ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`bayeskit.multilabel.bsml.fit`.
     """
     validation.check_choice("predictive", predictive, PREDICTIVES)
     return _predict_proba(state, program_input(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)

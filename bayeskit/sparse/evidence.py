@@ -18,7 +18,7 @@ from bayeskit.core.linalg import spd_inverse_loop
 
 
 def optimal_gamma(s, q, rho):
-    """The maximiser of l(gamma) (module docstring): the stable root where q^2 - s > rho,
+    """The maximiser of l(gamma) (:mod:`bayeskit.sparse.sparse_bayes`): the stable root where q^2 - s > rho,
     else 0."""
     theta = q * q - s
     safe_s = jnp.maximum(s, jnp.finfo(jnp.result_type(s)).tiny)
@@ -32,6 +32,7 @@ def basis_objective(gamma, s, q, rho):
 
 
 def rho_of(state, hparams):
+    """rho of the prior on the variances: 0 (RVM), lambda (FLAP, FLAP-sigma), lambda beta (BLS)."""
     if hparams.prior == "rvm":
         return jnp.zeros_like(state.lam)
     return state.lam * state.beta if hparams.prior == "bls" else state.lam
@@ -90,6 +91,7 @@ def residual_terms(state, data, mu):
 
 
 def log_evidence(state, data, hparams, mu, logdet_Sigma):
+    """L of :mod:`bayeskit.sparse.sparse_bayes` from the posterior mean ``mu`` and log |Sigma|."""
     n = data.y.shape[0]
     _, y_resid = residual_terms(state, data, mu)
     gamma_A = jnp.where(state.gamma > 0, state.gamma, 1.0)

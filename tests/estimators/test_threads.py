@@ -5,6 +5,7 @@ see :class:`bayeskit.estimators._common.OneCallAtATime`)."""
 import threading
 
 import numpy as np
+import pytest
 
 from bayeskit.estimators import BSMLClassifier, MinCovDet
 
@@ -16,7 +17,10 @@ def _in_threads(jobs, timeout=120):
 
     def run(i):
         start.wait()
-        results[i] = jobs[i]()
+        try:
+            results[i] = jobs[i]()
+        except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
+            results[i] = error
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(jobs))]
     for t in threads:
@@ -24,6 +28,9 @@ def _in_threads(jobs, timeout=120):
     for t in threads:
         t.join(timeout)
     assert not any(t.is_alive() for t in threads), "a call from a thread never returned"
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
     return results
 
 
@@ -47,3 +54,17 @@ def test_fits_in_two_threads_finish_and_match_sequential_fits(rng, emotions):
         np.testing.assert_array_equal(proba, proba_seq)
         assert score == score_seq
         np.testing.assert_array_equal(cov, cov_seq)
+
+
+def test_a_subclass_defined_by_the_user_still_pickles_by_value(rng):
+    """joblib's process backend sends a class defined in a notebook by value (cloudpickle);
+    the lock the methods take must not travel with it."""
+    cloudpickle = pytest.importorskip("cloudpickle")
+
+    class Mine(MinCovDet):
+        def fit(self, X, y=None):
+            return super().fit(X, y)
+
+    Z = rng.normal(size=(40, 2))
+    copy = cloudpickle.loads(cloudpickle.dumps(Mine(random_state=0)))
+    np.testing.assert_array_equal(copy.fit(Z).covariance_, MinCovDet(random_state=0).fit(Z).covariance_)
