@@ -59,11 +59,14 @@ from jaxtyping import Array, Float
 
 from bayeskit.core.validation import check_choice, check_int_in, check_matrix, check_positive, is_concrete
 from bayeskit.covariance.hsic_kernels import (
+    RFF_SUBSAMPLE,
     centre,
     gram,
     median_bandwidth,
     middle_squared_distances,
     paired_kernel,
+    random_features,
+    rff_parts,
     squared_distances,
 )
 
@@ -75,7 +78,6 @@ MIN_SAMPLES = {"biased": 2, "unbiased": 4, "gamma": 6, "permutation": 2}
 # permutation test: recompute l(y_p(i), y_p(j)) for samples of at most this many features
 # (a third faster than gathering entries of L at one feature, slower from two), gather otherwise
 RECOMPUTE_FEATURES = 1
-RFF_SUBSAMPLE = 2000  # points for the sum in (4), and for the median of d > 1 inputs, under "rff"
 
 
 class IndependenceResult(NamedTuple):
@@ -313,51 +315,10 @@ def _test_standardised(key, x, y, bandwidth_x, bandwidth_y, kernels, method, n_p
 # --- random Fourier features -------------------------------------------------------------
 
 
-def random_features(key, x: Float[Array, "m d"], bandwidth, n_features: int, kernel: str = "gaussian"
-                    ) -> Float[Array, "m 2D"]:
-    """Phi with rows D^-1/2 [cos(W x_i), sin(W x_i)], D = ``n_features`` frequencies W drawn
-    from the spectral density of the Gaussian (normal) or Laplace (multivariate Cauchy)
-    kernel of bandwidth sigma, so that E[Phi Phi'] = K and every row has unit norm."""
-    k_normal, k_scale = jax.random.split(key)
-    W = jax.random.normal(k_normal, (n_features, x.shape[1]), x.dtype)
-    if kernel == "laplace":
-        W = W / jnp.abs(jax.random.normal(k_scale, (n_features, 1), x.dtype))
-    Z = x @ W.T / bandwidth
-    return jnp.concatenate([jnp.cos(Z), jnp.sin(Z)], axis=1) / jnp.sqrt(jnp.asarray(n_features, x.dtype))
-
-
-def _rff_bandwidth(key, x, bandwidth, kernel):
-    """The given sigma, else the median heuristic: over all pairs for one feature, over a
-    random subsample of RFF_SUBSAMPLE points otherwise (all pairs would take m^2 memory)."""
-    if bandwidth is not None:
-        return jnp.asarray(bandwidth, x.dtype)
-    if x.shape[1] > 1 and x.shape[0] > RFF_SUBSAMPLE:
-        x = x[jax.random.choice(key, x.shape[0], (RFF_SUBSAMPLE,), replace=False)]
-    return median_bandwidth(x, kernel)
-
-
-def _centred_features(key, x, bandwidth, n_features, kernel):
-    """Phi~ = Phi - 1 mean(Phi) and muK of (3) for the feature kernel K = Phi Phi', whose
-    diagonal is 1: muK = (|Phi'1|^2 - m) / (m(m - 1))."""
-    k_bandwidth, k_features = jax.random.split(key)
-    Phi = random_features(k_features, x, _rff_bandwidth(k_bandwidth, x, bandwidth, kernel), n_features, kernel)
-    column_mean = jnp.mean(Phi, 0)
-    m = x.shape[0]
-    return Phi - column_mean, (m * jnp.sum(column_mean**2) - 1) / (m - 1)
-
-
-def _rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features):
-    """Centred features of x and y, their muK and muL, and T = m^-1 |Phi~' Psi~|_F^2."""
-    kx, ky = jax.random.split(key)
-    Phi, mu_x = _centred_features(kx, x, bandwidth_x, n_features, kernels[0])
-    Psi, mu_y = _centred_features(ky, y, bandwidth_y, n_features, kernels[1])
-    return Phi, Psi, mu_x, mu_y, jnp.sum((Phi.T @ Psi) ** 2) / x.shape[0]
-
-
 @partial(jax.jit, static_argnames=("kernels", "n_features"))
 def _hsic_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features):
     x, y, bandwidth_x, bandwidth_y, _ = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)  # radial: no factor
-    return _rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features)[-1] / x.shape[0]
+    return rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features)[-1] / x.shape[0]
 
 
 def hsic_rff(key, x, y, n_features: int = 256, kernel: str | tuple[str, str] = "gaussian", *, bandwidth_x=None,
@@ -378,7 +339,7 @@ def _test_rff(key, x, y, bandwidth_x, bandwidth_y, *, kernels, n_features) -> In
     subsample of RFF_SUBSAMPLE points (all m(m - 1) pairs would take O(m^2 D) time)."""
     x, y, bandwidth_x, bandwidth_y, _ = _standardised_pair(x, y, bandwidth_x, bandwidth_y, kernels)  # radial: no factor
     k_features, k_subsample = jax.random.split(key)
-    Phi, Psi, mu_x, mu_y, statistic = _rff_parts(k_features, x, y, bandwidth_x, bandwidth_y, kernels, n_features)
+    Phi, Psi, mu_x, mu_y, statistic = rff_parts(k_features, x, y, bandwidth_x, bandwidth_y, kernels, n_features)
     m = x.shape[0]
     s = min(m, RFF_SUBSAMPLE)
     idx = jax.random.choice(k_subsample, m, (s,), replace=False)

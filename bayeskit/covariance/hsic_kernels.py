@@ -1,8 +1,10 @@
 """Kernels for the HSIC (:mod:`bayeskit.covariance.hsic`): squared distances summed
 feature by feature (equal points exactly 0 apart), the median heuristic over all pairs
 of points (by bisection for one feature, so m ~ 10^5 points fit in O(m) memory), Gram
-matrices, paired kernel values and centring. The kernels, and the median heuristic's
-convention, are described in that module's docstring."""
+matrices, paired kernel values and centring, and the random Fourier features that stand
+in for the Gaussian and Laplace kernels on large samples. The kernels, the median
+heuristic's convention and the features' use in the test are described in that module's
+docstring."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 UNROLL_FEATURES = 16
+RFF_SUBSAMPLE = 2000  # points for the sum in (4) of the HSIC test, and for the median of d > 1 inputs, under "rff"
 
 
 def squared_distances(x: Float[Array, "m d"]) -> Float[Array, "m m"]:
@@ -123,3 +126,44 @@ def paired_kernel(u: Float[Array, "... d"], v: Float[Array, "... d"], kernel: st
 def centre(K: Float[Array, "m m"]) -> Float[Array, "m m"]:
     """K~ = HKH by row and column means."""
     return K - jnp.mean(K, 0, keepdims=True) - jnp.mean(K, 1, keepdims=True) + jnp.mean(K)
+
+
+def random_features(key, x: Float[Array, "m d"], bandwidth, n_features: int, kernel: str = "gaussian"
+                    ) -> Float[Array, "m 2D"]:
+    """Phi with rows D^-1/2 [cos(W x_i), sin(W x_i)], D = ``n_features`` frequencies W drawn
+    from the spectral density of the Gaussian (normal) or Laplace (multivariate Cauchy)
+    kernel of bandwidth sigma, so that E[Phi Phi'] = K and every row has unit norm."""
+    k_normal, k_scale = jax.random.split(key)
+    W = jax.random.normal(k_normal, (n_features, x.shape[1]), x.dtype)
+    if kernel == "laplace":
+        W = W / jnp.abs(jax.random.normal(k_scale, (n_features, 1), x.dtype))
+    Z = x @ W.T / bandwidth
+    return jnp.concatenate([jnp.cos(Z), jnp.sin(Z)], axis=1) / jnp.sqrt(jnp.asarray(n_features, x.dtype))
+
+
+def rff_bandwidth(key, x, bandwidth, kernel):
+    """The given sigma, else the median heuristic: over all pairs for one feature, over a
+    random subsample of RFF_SUBSAMPLE points otherwise (all pairs would take m^2 memory)."""
+    if bandwidth is not None:
+        return jnp.asarray(bandwidth, x.dtype)
+    if x.shape[1] > 1 and x.shape[0] > RFF_SUBSAMPLE:
+        x = x[jax.random.choice(key, x.shape[0], (RFF_SUBSAMPLE,), replace=False)]
+    return median_bandwidth(x, kernel)
+
+
+def centred_features(key, x, bandwidth, n_features, kernel):
+    """Phi~ = Phi - 1 mean(Phi) and muK of (3) for the feature kernel K = Phi Phi', whose
+    diagonal is 1: muK = (|Phi'1|^2 - m) / (m(m - 1))."""
+    k_bandwidth, k_features = jax.random.split(key)
+    Phi = random_features(k_features, x, rff_bandwidth(k_bandwidth, x, bandwidth, kernel), n_features, kernel)
+    column_mean = jnp.mean(Phi, 0)
+    m = x.shape[0]
+    return Phi - column_mean, (m * jnp.sum(column_mean**2) - 1) / (m - 1)
+
+
+def rff_parts(key, x, y, bandwidth_x, bandwidth_y, kernels, n_features):
+    """Centred features of x and y, their muK and muL, and T = m^-1 |Phi~' Psi~|_F^2."""
+    kx, ky = jax.random.split(key)
+    Phi, mu_x = centred_features(kx, x, bandwidth_x, n_features, kernels[0])
+    Psi, mu_y = centred_features(ky, y, bandwidth_y, n_features, kernels[1])
+    return Phi, Psi, mu_x, mu_y, jnp.sum((Phi.T @ Psi) ** 2) / x.shape[0]
