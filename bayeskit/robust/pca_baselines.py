@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from bayeskit.core.linalg import descending_eigh
-from bayeskit.robust.robpca import unit_rows
+from bayeskit.robust.outlyingness import unit_rows
 
 QN_CONSTANT = 2.2219
 
