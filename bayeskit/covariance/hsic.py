@@ -36,8 +36,8 @@ from unit scale (1e-20 or 1e20 in float32) no longer overflow or underflow the d
 The median heuristic sets, per variable and over all pairs
 of points, sigma^2 = median of the nonzero squared distances / 2 (Gaussian) or sigma = median
 of the nonzero distances (Laplace); a constant variable (no nonzero distance) gets sigma = 1,
-its Gram matrix is all ones and HSIC is 0. The kernels and the median heuristic live in
-:mod:`bayeskit.covariance.hsic_kernels`.
+its Gram matrix is all ones and HSIC is 0. The kernels, the median heuristic and the random
+Fourier features below live in :mod:`bayeskit.covariance.hsic_kernels`.
 
 For large m, random Fourier features (Rahimi & Recht, NIPS 2007) replace K by Phi Phi', Phi
 (m, 2D) with rows D^-1/2 [cos(W x_i), sin(W x_i)], W's D rows drawn from the kernel's

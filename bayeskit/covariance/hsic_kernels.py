@@ -152,8 +152,8 @@ def rff_bandwidth(key, x, bandwidth, kernel):
 
 
 def centred_features(key, x, bandwidth, n_features, kernel):
-    """Phi~ = Phi - 1 mean(Phi) and muK of (3) for the feature kernel K = Phi Phi', whose
-    diagonal is 1: muK = (|Phi'1|^2 - m) / (m(m - 1))."""
+    """Phi~ = Phi - 1 mean(Phi) and muK of (3) in :mod:`bayeskit.covariance.hsic` for the
+    feature kernel K = Phi Phi', whose diagonal is 1: muK = (|Phi'1|^2 - m) / (m(m - 1))."""
     k_bandwidth, k_features = jax.random.split(key)
     Phi = random_features(k_features, x, rff_bandwidth(k_bandwidth, x, bandwidth, kernel), n_features, kernel)
     column_mean = jnp.mean(Phi, 0)

@@ -70,7 +70,7 @@ approximation), classify each point: regular, good leverage (SD only), orthogona
 set to 0 and never flag.
 
 The outlyingness (2) and its directions are computed in :mod:`bayeskit.robust.outlyingness`;
-this module re-exports their names.
+this module re-exports the names its ``__all__`` lists.
 """
 
 from __future__ import annotations
