@@ -263,8 +263,14 @@ def _direction_batched(axis_size, in_batched, theta, W, S, L, inner_tol, max_swe
 
 def update(state: State, S, hparams: Hyperparams) -> State:
     """One step of the state's solver: a sweep over the columns (6)-(8) for a
-    :class:`SweepState`, else a Newton step (3)-(5)."""
+    :class:`SweepState`, else a Newton step (3)-(5). ``S`` is symmetrised, as in :func:`fit`
+    (the sweeps read its rows as its columns)."""
     S = as_array(S)
+    return _step(state, 0.5 * (S + S.T), hparams)
+
+
+def _step(state: State, S, hparams: Hyperparams) -> State:
+    """:func:`update` for a symmetric ``S``."""
     if isinstance(state, SweepState):
         return _sweep_update(state, S, hparams)
     return _newton_update(state, S, hparams)
@@ -278,23 +284,28 @@ def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
     a coefficient crosses zero. Violators enter together (those within half of the
     worst) until such a step fails to lower the objective, then one at a time as in Lee et
     al. The objective falls at every step (up to rounding); it stops when (7) holds to
-    ``tol``. Returns beta and the gradient g = W beta - s of (7).
+    ``tol``. Returns beta and the gradient g = W beta - s of (7) (whose entry j is not part
+    of (7)).
 
     At p = 10-60 XLA's cost per operation, not arithmetic, sets the time, so a step is a
-    handful of operations around one Cholesky factor: the curvature d'Wd of a step d on the
-    face F comes from the face's equations, (W target)_F = s_F - lam_F theta_F; the objective
-    at every candidate point is one product; the sums and the maxima each step needs are
-    one reduction each; and the gradient and conditions (7) at the new point are carried to
-    the next step."""
+    handful of operations around one Cholesky factor: with sigma the signs on the face F,
+    the curvature d'Wd of a step d comes from the face's equations, (W target)_F =
+    s_F - lam_F sigma_F; the objective at every candidate point is one product; the sums and
+    the maxima each step needs are one reduction each; and the gradient and conditions (7)
+    at the new point are carried to the next step."""
     p = W.shape[-1]
     index = jnp.arange(p)
     others = index != j
 
-    def conditions(b):
-        """g = W b - s and the largest violations of (7) on and off the face."""
+    def conditions(b, previous):
+        """g = W b - s, the violations of (7) off the face, and the largest change from
+        ``previous``, violation of (7) on the face and violation off it."""
         g = W @ b - s
         on = b != 0
-        return g, jnp.where(on, jnp.abs(g + lam * jnp.sign(b)), 0.0), jnp.where(on | ~others, -jnp.inf, jnp.abs(g) - lam)
+        violation = jnp.where(on | ~others, -jnp.inf, jnp.abs(g) - lam)
+        largest = jnp.max(jnp.stack([jnp.abs(b - previous), jnp.where(on, jnp.abs(g + lam * jnp.sign(b)), 0.0), violation]),
+                          axis=1)
+        return g, violation, largest
 
     def step(carry):
         b, g, face_ok, violation, worst, k, _, batch = carry
@@ -302,14 +313,14 @@ def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
         entering = jnp.where(batch, violation >= 0.5 * worst, violation == worst) & (violation > tol)
         new = face_ok & entering
         face = on | new
-        theta = jnp.where(new, -jnp.sign(g), jnp.sign(b))
-        rhs = jnp.where(face, s - lam * theta, 0.0)
+        sigma = jnp.where(new, -jnp.sign(g), jnp.sign(b))
+        rhs = jnp.where(face, s - lam * sigma, 0.0)
         # W is symmetric: reading W.T lets W stay row-major for W @ b (LAPACK reads M column-major), not copied per step
         M = jnp.where(face[:, None] & face[None, :], W.T, 0.0) + jnp.diag((~face).astype(W.dtype))
         target = cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), rhs)
         d = target - b
         crossing = on & (b * target < 0)
-        # (W d)_F = (W target)_F - (W b)_F and d = 0 off F: d'Wd without a product by W
+        # (W d)_F = (W target)_F - (W b)_F and d = 0 off F
         dg, dWd, sb, st = jnp.sum(jnp.stack([d * g, d * (rhs - jnp.where(face, g + s, 0.0)), s * b, s * target]), axis=1)
         t = jnp.concatenate([jnp.where(crossing, b / (b - target), 1.0), jnp.array([1.0, 0.0], W.dtype)])
         value = t * dg + 0.5 * t**2 * dWd + jnp.abs(b + t[:, None] * d) @ lam  # the last: t = 0, the start
@@ -318,22 +329,20 @@ def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
         best = jnp.argmin(value)
         slack = 10 * jnp.finfo(W.dtype).eps * (start + jnp.abs(sb) + jnp.abs(st))  # near the optimum
         moved = jnp.where(index == best, 0.0, b + t[best] * d)  # the coefficient that crossed is exactly 0
-        g_moved, off_face, off_zero = conditions(moved)
-        change, face_error, worst_moved = jnp.max(jnp.stack([jnp.abs(moved - b), off_face, off_zero]), axis=1)
+        g_moved, violation_moved, (change, face_error, worst_moved) = conditions(moved, b)
         better = (value[best] <= start + slack) & (change > 0)
         retry = ~better & batch & (jnp.sum(new) > 1)  # a failed group step: add one at a time from here
         kept = (b, g, face_ok, violation, worst)
         b, g, face_ok, violation, worst = jax.tree.map(lambda m, o: jnp.where(better, m, o), (
-            moved, g_moved, face_error <= tol, off_zero, worst_moved), kept)
+            moved, g_moved, face_error <= tol, violation_moved, worst_moved), kept)
         return b, g, face_ok, violation, worst, k + 1, better | retry, batch & ~retry
 
     def cond(carry):
         _, _, face_ok, _, worst, k, going, _ = carry
         return going & (k < max_steps) & ~(face_ok & (worst <= tol))
 
-    g, off_face, off_zero = conditions(beta)
-    face_error, worst = jnp.max(jnp.stack([off_face, off_zero]), axis=1)
-    carry = (beta, g, face_error <= tol, off_zero, worst, jnp.asarray(0), jnp.asarray(True), jnp.asarray(True))
+    g, violation, (_, face_error, worst) = conditions(beta, beta)
+    carry = (beta, g, face_error <= tol, violation, worst, jnp.asarray(0), jnp.asarray(True), jnp.asarray(True))
     b, g, *_ = jax.lax.while_loop(cond, step, carry)
     return b, g
 
@@ -431,7 +440,7 @@ def _fit(S, hparams: Hyperparams, init_state: State | None, *, max_iter, tol, pr
     S = 0.5 * (S + S.T)
     state = init(S, hparams) if init_state is None else init_state
     scale = jnp.mean(jnp.diagonal(S))
-    return loop.run(lambda s: update(s, S, hparams), lambda s: objective(s, S, hparams), state, max_iter=max_iter,
+    return loop.run(lambda s: _step(s, S, hparams), lambda s: objective(s, S, hparams), state, max_iter=max_iter,
                     tol=0.0, progress=progress, throw=throw, done=lambda s: s.kkt <= tol * scale)
 
 

@@ -127,6 +127,18 @@ def test_column_sweeps_raise_the_dual_and_end_at_the_minimum(penalize_diagonal):
         assert glasso.objective_of(moved, np.linalg.slogdet(moved)[1], S, hp) >= F - 1e-12
 
 
+@pytest.mark.parametrize("solver", SOLVERS)
+def test_a_step_reads_only_the_symmetric_part_of_s(solver):
+    """``update`` on a slightly asymmetric S (rounding in a user's own covariance) takes the
+    step of its symmetric part; a column sweep that read S's rows as its columns would not."""
+    S = _sparse_problem(p=8, n=30, seed=1)
+    skew = np.triu(np.full_like(S, 0.02), 1)
+    hp = glasso.Hyperparams(0.05, False, solver)
+    state = glasso.init(S, hp)
+    lopsided, symmetric = (glasso.update(state, M, hp) for M in (S + skew - skew.T, S))
+    np.testing.assert_allclose(np.asarray(lopsided.precision), np.asarray(symmetric.precision), rtol=0, atol=1e-12)
+
+
 def test_both_solvers_agree_on_an_ill_conditioned_real_correlation_matrix():
     """The breast-cancer correlation matrix (p = 30, condition number 1e5), where the Newton
     steps need 60-140 iterations: both solvers reach the same Theta."""
