@@ -48,10 +48,15 @@ ill-conditioned problems the Hessian W (x) W of (3) has condition number cond(W)
 inner coordinate descent crawls (the breast-cancer correlation matrix, p = 30 and
 cond 1e5: 63-138 Newton steps, 0.1-1.7 s), while the column sweeps converge in 6-11 sweeps
 and a few milliseconds. ``solver="auto"`` (the default) sweeps columns up to
-``BCD_MAX_P`` variables and takes Newton steps above.
+``BCD_MAX_P`` = 100 variables and takes Newton steps above: on the sparse problems of
+``benchmarks/bench_glasso.py`` the sweeps took 14 and 61 ms at p = 100 (alpha 0.1 and
+0.03) against the Newton steps' 38 and 104 ms, and 317 against 174 ms at p = 128, alpha 0.03,
+where the columns' faces outgrow the gathered systems of ``FACE_SIZES``.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import equinox as eqx
 import jax
@@ -72,7 +77,8 @@ _INNER_TOL = 1e-2
 
 
 SOLVERS = ("auto", "bcd", "quic")
-BCD_MAX_P = 64  # "auto" sweeps columns (bcd) up to this many variables and takes Newton steps (quic) above
+FACE_SIZES = (16, 32)  # the sizes a feature-sign step's face system is gathered into
+BCD_MAX_P = 100  # "auto" sweeps columns (bcd) up to this many variables and takes Newton steps (quic) above
 
 
 class Hyperparams(eqx.Module):
@@ -276,6 +282,44 @@ def _step(state: State, S, hparams: Hyperparams) -> State:
     return _newton_update(state, S, hparams)
 
 
+def _full_solve(W, face, rhs):
+    """The solution of W_FF x_F = rhs_F on the face F, x = 0 off F where ``rhs`` is 0, by a
+    p x p Cholesky factor of W_FF padded with the identity."""
+    # W is symmetric: reading W.T lets W stay row-major for W @ b (LAPACK reads M column-major), not copied per step
+    M = jnp.where(face[:, None] & face[None, :], W.T, 0.0) + jnp.diag((~face).astype(W.dtype))
+    return cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), rhs)
+
+
+def _compact_solve(k: int, W, face, rhs):
+    """:func:`_full_solve` for a face of at most ``k`` entries, gathered into a k x k system."""
+    idx = jnp.nonzero(face, size=k, fill_value=0)[0]
+    valid = jnp.arange(k) < jnp.sum(face)
+    M = jnp.where(valid[:, None] & valid[None, :], W[idx][:, idx], 0.0) + jnp.diag((~valid).astype(W.dtype))
+    x = cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), jnp.where(valid, rhs[idx], 0.0))
+    return jnp.zeros_like(rhs).at[idx].add(jnp.where(valid, x, 0.0))
+
+
+@jax.custom_batching.custom_vmap
+def _face_solve(W, face, rhs):
+    """The face's system of a feature-sign step, in the smallest of ``FACE_SIZES`` that holds
+    the face (the face is usually a few entries, and a p x p factor cost most of a step at
+    p = 61 and most of a sweep above), else at full size."""
+    sizes = [k for k in FACE_SIZES if k < W.shape[-1]]
+    if not sizes:
+        return _full_solve(W, face, rhs)
+    n = jnp.sum(face)
+    branches = [partial(_compact_solve, k) for k in sizes] + [_full_solve]
+    return jax.lax.switch(sum((n > k).astype(jnp.int32) for k in sizes), branches, W, face, rhs)
+
+
+@_face_solve.def_vmap
+def _face_solve_batched(axis_size, in_batched, W, face, rhs):
+    """Under ``vmap`` a switch would run every branch for every problem: the full size only."""
+    args = (W, face, rhs)
+    W, face, rhs = (a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))
+    return jax.vmap(_full_solve)(W, face, rhs), True
+
+
 def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
     """Column j's lasso (6), from ``beta`` (with beta_j = 0), by feature-sign search: solve
     the quadratic on the current face (the nonzero coefficients and their signs; once the
@@ -315,9 +359,7 @@ def _column_lasso(W, s, lam, beta, j, tol, max_steps: int):
         face = on | new
         sigma = jnp.where(new, -jnp.sign(g), jnp.sign(b))
         rhs = jnp.where(face, s - lam * sigma, 0.0)
-        # W is symmetric: reading W.T lets W stay row-major for W @ b (LAPACK reads M column-major), not copied per step
-        M = jnp.where(face[:, None] & face[None, :], W.T, 0.0) + jnp.diag((~face).astype(W.dtype))
-        target = cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), rhs)
+        target = _face_solve(W, face, rhs)
         d = target - b
         crossing = on & (b * target < 0)
         # (W d)_F = (W target)_F - (W b)_F and d = 0 off F

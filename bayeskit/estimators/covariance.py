@@ -20,7 +20,7 @@ from bayeskit.estimators._common import OneCallAtATime, finish, validate
 
 
 class GraphicalLasso(OneCallAtATime, BaseEstimator):
-    """Sparse inverse covariance by the graphical lasso (column sweeps for p <= 64, QUIC's
+    """Sparse inverse covariance by the graphical lasso (column sweeps for p <= 100, QUIC's
     Newton steps above, or as ``solver`` says; see :mod:`bayeskit.covariance.glasso`):
     minimises -log det Theta + tr(S Theta) + alpha sum |Theta_ij|, the sum over the
     off-diagonal entries (scikit-learn's convention) or, with ``penalize_diagonal=True``,
