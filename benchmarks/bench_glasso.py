@@ -222,12 +222,12 @@ def main(argv=None) -> None:
     earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}  # parts not run stay
     results = {**earlier, "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
                "kkt_target": TARGET}
-    if args.sizes:
-        results["sizes"] = []
+    if args.sizes:  # rows of sizes not run now stay
+        results["sizes"] = [row for row in earlier.get("sizes", []) if row["p"] not in args.sizes]
     print(f"{'p':>5} {'ours s':>8} {'iters':>5} {'sklearn s':>10} {'ratio':>6} {'R s':>8} {'ratio':>6}")
     for p in args.sizes:
         row = compare(p, args.peer_budget)
-        results["sizes"].append(row)
+        results["sizes"] = sorted([*results["sizes"], row], key=lambda r: r["p"])
         sk, r = row["scikit-learn"], row["R glasso"]
         r_cols = f"{r['seconds']:8.3f} {r['ratio']:6.1f}" if "seconds" in r else f"  skipped: {r['skipped']}"
         flags = "".join(f"  ({name}: {row[name]['note']}, KKT {row[name]['kkt']:.1e})" for name in ("scikit-learn", "R glasso")
