@@ -225,7 +225,7 @@ def main(argv=None) -> None:
     if args.sizes:  # rows of sizes not run now stay
         results["sizes"] = [row for row in earlier.get("sizes", []) if row["p"] not in args.sizes]
     print(f"{'p':>5} {'ours s':>8} {'iters':>5} {'sklearn s':>10} {'ratio':>6} {'R s':>8} {'ratio':>6}")
-    for p in args.sizes:
+    for p in dict.fromkeys(args.sizes):
         row = compare(p, args.peer_budget)
         results["sizes"] = sorted([*results["sizes"], row], key=lambda r: r["p"])
         sk, r = row["scikit-learn"], row["R glasso"]

@@ -33,7 +33,7 @@ slowly; a fixed inner tolerance alone made easy ones sweep needlessly). Then Arm
 sigma = 1e-3, so F never increases.
 
 The second solver, ``solver="bcd"``, is Friedman et al.'s block coordinate descent on W
-(:func:`update` documents (6)-(8)): each column's lasso (6) is solved exactly on its
+((6)-(8) below, in the sweep's own docstring): each column's lasso (6) is solved exactly on its
 current sign pattern by feature-sign search (Lee, Battle, Raina & Ng, NIPS 2007), a few
 small Cholesky solves instead of R glasso's coordinate-by-coordinate passes, and
 Theta follows from the coefficients by (8). Its iterate W keeps the diagonal S_ii + L_ii
@@ -170,7 +170,9 @@ def state_from_precision(precision, S, hparams: Hyperparams) -> State:
 
 def init(S, hparams: Hyperparams) -> State:
     """Theta = diag(1 / (S_ii + L_ii)): the optimum of (1) among diagonal matrices; the
-    block-coordinate solver starts from R glasso's W = S + diag(L)."""
+    block-coordinate solver starts from R glasso's W = S + diag(L) (S symmetrised, as in
+    :func:`update`)."""
+    S = 0.5 * (S + S.T)
     w = jnp.diagonal(S) + jnp.diagonal(penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype))
     precision, W = jnp.diag(1.0 / w), jnp.diag(w)
     parts = (precision, W, -jnp.sum(jnp.log(w)), kkt_residual(precision, W, S, hparams), jnp.asarray(0))
@@ -282,20 +284,25 @@ def _step(state: State, S, hparams: Hyperparams) -> State:
     return _newton_update(state, S, hparams)
 
 
-def _full_solve(W, face, rhs):
-    """The solution of W_FF x_F = rhs_F on the face F, x = 0 off F where ``rhs`` is 0, by a
-    p x p Cholesky factor of W_FF padded with the identity."""
-    # W is symmetric: reading W.T lets W stay row-major for W @ b (LAPACK reads M column-major), not copied per step
-    M = jnp.where(face[:, None] & face[None, :], W.T, 0.0) + jnp.diag((~face).astype(W.dtype))
+def _solve_on(A, keep, rhs):
+    """x with A_KK x_K = rhs_K on the entries ``keep`` (K) and x = rhs elsewhere: one Cholesky
+    factor of A_KK padded with the identity (A symmetric)."""
+    M = jnp.where(keep[:, None] & keep[None, :], A, 0.0) + jnp.diag((~keep).astype(A.dtype))
     return cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), rhs)
 
 
+def _full_solve(W, face, rhs):
+    """The solution of W_FF x_F = rhs_F on the face F, x = 0 off F where ``rhs`` is 0, at
+    full size."""
+    return _solve_on(W.T, face, rhs)  # W.T: W stays row-major for W @ b (LAPACK reads M column-major), not copied per step
+
+
 def _compact_solve(k: int, W, face, rhs):
-    """:func:`_full_solve` for a face of at most ``k`` entries, gathered into a k x k system."""
+    """:func:`_full_solve` for a face of at most ``k`` entries, gathered into a k x k system
+    (the padding repeats index 0 and adds 0 there)."""
     idx = jnp.nonzero(face, size=k, fill_value=0)[0]
     valid = jnp.arange(k) < jnp.sum(face)
-    M = jnp.where(valid[:, None] & valid[None, :], W[idx][:, idx], 0.0) + jnp.diag((~valid).astype(W.dtype))
-    x = cho_solve((jax.lax.linalg.cholesky(M, symmetrize_input=False), True), jnp.where(valid, rhs[idx], 0.0))
+    x = _solve_on(W[idx][:, idx], valid, jnp.where(valid, rhs[idx], 0.0))
     return jnp.zeros_like(rhs).at[idx].add(jnp.where(valid, x, 0.0))
 
 

@@ -148,6 +148,7 @@ def test_the_face_systems_of_every_size_solve_the_face_equations():
     A = rng.standard_normal((p, 2 * p))
     W = A @ A.T / (2 * p) + 0.1 * np.eye(p)
     faces = [np.isin(np.arange(p), rng.choice(p, k, replace=False)) for k in (0, 5, 16, 17, 32, 33, 40)]
+    faces.append(np.isin(np.arange(p), [0, 7, 19]))  # index 0 in the face and in the padding
     rhs = [np.where(face, rng.standard_normal(p), 0.0) for face in faces]
     expected = []
     for face, r in zip(faces, rhs):
