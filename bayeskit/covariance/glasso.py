@@ -35,7 +35,7 @@ sigma = 1e-3, so F never increases.
 The second solver, ``solver="bcd"``, is Friedman et al.'s block coordinate descent on W
 ((6)-(8) below, in the sweep's own docstring): each column's lasso (6) is solved exactly
 on its current sign pattern by feature-sign search (Lee, Battle, Raina & Ng, NIPS 2007;
-:mod:`bayeskit.covariance.column_lasso`), a few small Cholesky solves instead of R
+:mod:`bayeskit.covariance.glasso_columns`), a few small Cholesky solves instead of R
 glasso's coordinate-by-coordinate passes, and Theta follows from the coefficients by (8).
 Its iterate W keeps the diagonal S_ii + L_ii and each column step raises log det W (the
 dual of (1)); F(Theta) is not monotone.
@@ -53,7 +53,7 @@ and a few milliseconds. ``solver="auto"`` (the default) sweeps columns up to
 ``benchmarks/bench_glasso.py`` the sweeps took 14 and 61 ms at p = 100 (alpha 0.1 and
 0.03) against the Newton steps' 38 and 104 ms, and 317 against 174 ms at p = 128, alpha 0.03,
 where the columns' faces outgrow the gathered systems of
-:data:`bayeskit.covariance.column_lasso.FACE_SIZES`.
+:data:`bayeskit.covariance.glasso_columns.FACE_SIZES`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ from bayeskit.core.device import as_array
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete
 from bayeskit.core.xla import host_blas
-from bayeskit.covariance.column_lasso import column_lasso
+from bayeskit.covariance.glasso_columns import column_lasso
 
 _MAX_HALVINGS = 50
 _SIGMA = 1e-3

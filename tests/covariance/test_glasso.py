@@ -9,7 +9,7 @@ import jax
 import numpy as np
 import pytest
 
-from bayeskit.covariance import column_lasso, glasso
+from bayeskit.covariance import glasso, glasso_columns
 from bayeskit.estimators import GraphicalLasso
 
 REFERENCE = json.loads((Path(__file__).parents[1] / "data" / "r_glasso_reference.json").read_text())
@@ -155,8 +155,8 @@ def test_the_face_systems_of_every_size_solve_the_face_equations():
         x = np.zeros(p)
         x[face] = np.linalg.solve(W[np.ix_(face, face)], r[face])
         expected.append(x)
-        np.testing.assert_allclose(np.asarray(jax.jit(column_lasso.face_solve)(W, face, r)), x, rtol=1e-10, atol=1e-12)
-    batched = jax.jit(jax.vmap(column_lasso.face_solve, in_axes=(None, 0, 0)))(W, np.stack(faces), np.stack(rhs))
+        np.testing.assert_allclose(np.asarray(jax.jit(glasso_columns.face_solve)(W, face, r)), x, rtol=1e-10, atol=1e-12)
+    batched = jax.jit(jax.vmap(glasso_columns.face_solve, in_axes=(None, 0, 0)))(W, np.stack(faces), np.stack(rhs))
     np.testing.assert_allclose(np.asarray(batched), np.stack(expected), rtol=1e-10, atol=1e-12)
 
 

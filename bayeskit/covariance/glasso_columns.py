@@ -1,13 +1,14 @@
 """One column's lasso of the graphical lasso's block coordinate descent, equations (6)-(7)
-of :mod:`bayeskit.covariance.glasso`, by feature-sign search (Lee, Battle, Raina & Ng, NIPS
-2007), and the face systems its steps solve.
+of the column sweep in :mod:`bayeskit.covariance.glasso` (``_sweep_update``), by
+feature-sign search (Lee, Battle, Raina & Ng, NIPS 2007), and the face systems its steps
+solve:
 
     beta = argmin_b 1/2 b' W11 b - s12' b + sum_i L_ij |b_i|                                   (6)
 
-with W11 = W without row and column j (here: all of W with beta_j held at 0). At p = 10-100
-XLA's cost per operation, not arithmetic, sets the time of a step, so a step is written as
-few operations as it can be, and its face's system is gathered into ``FACE_SIZES`` entries
-when the face fits.
+with W11 = W without row and column j (here: all of W with beta_j held at 0), s12 = S's
+column j without S_jj and L the penalty weights. At p = 10-100 XLA's cost per operation,
+not arithmetic, sets the time of a step, so a step is written as few operations as it can
+be, and its face's system is gathered into ``FACE_SIZES`` entries when the face fits.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def column_lasso(W, s, lam, beta, j, tol, max_steps: int):
     ``tol``. Returns beta and the gradient g = W beta - s of (7) (whose entry j is not part
     of (7)).
 
-    At p = 10-60 XLA's cost per operation, not arithmetic, sets the time, so a step is a
+    At p = 10-100 XLA's cost per operation, not arithmetic, sets the time, so a step is a
     handful of operations around one Cholesky factor: with sigma the signs on the face F,
     the curvature d'Wd of a step d comes from the face's equations, (W target)_F =
     s_F - lam_F sigma_F; the objective at every candidate point is one product; the sums and
