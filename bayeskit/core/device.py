@@ -1,4 +1,5 @@
-"""Host data onto the device without a compiled program."""
+"""Host data onto the device without a compiled program; the batch axis of a ``custom_vmap``
+rule's arguments."""
 
 from __future__ import annotations
 
@@ -55,3 +56,9 @@ def program_input(x, dtype) -> jax.Array:
     (its cast runs inside the program, not as an eager program of its own), anything else
     through :func:`as_array` with ``dtype`` (converted on the host)."""
     return x if isinstance(x, jax.Array) else as_array(x, dtype)
+
+
+def batch_axis_in_front(axis_size: int, in_batched, args) -> tuple:
+    """The arguments of a ``jax.custom_batching.custom_vmap`` rule, each with the batch axis
+    in front: the batched ones as they come, the others broadcast to ``axis_size`` copies."""
+    return tuple(a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))

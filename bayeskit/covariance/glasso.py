@@ -66,7 +66,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, batch_axis_in_front
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete
 from bayeskit.core.xla import host_blas
@@ -231,9 +231,7 @@ def _direction_batched(axis_size, in_batched, theta, W, S, L, inner_tol, max_swe
     the per-coordinate overhead is paid once per batch. Optimising a coordinate outside a
     problem's own free set still gives a valid (more exact) direction for (3). Each problem
     stops sweeping at its own inner tolerance or sweep limit."""
-    args = (theta, W, S, L, inner_tol, max_sweeps)
-    theta, W, S, L, inner_tol, max_sweeps = (
-        a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))
+    theta, W, S, L, inner_tol, max_sweeps = batch_axis_in_front(axis_size, in_batched, (theta, W, S, L, inner_tol, max_sweeps))
     p = S.shape[-1]
     G = S - W
     upper = jnp.triu(jnp.ones((p, p), bool))

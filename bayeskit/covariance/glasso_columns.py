@@ -19,6 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_solve
 
+from bayeskit.core.device import batch_axis_in_front
+
 FACE_SIZES = (16, 32)  # the sizes a feature-sign step's face system is gathered into
 
 
@@ -60,9 +62,7 @@ def face_solve(W, face, rhs):
 @face_solve.def_vmap
 def _face_solve_batched(axis_size, in_batched, W, face, rhs):
     """Under ``vmap`` a switch would run every branch for every problem: the full size only."""
-    args = (W, face, rhs)
-    W, face, rhs = (a if batched else jnp.broadcast_to(a, (axis_size, *jnp.shape(a))) for a, batched in zip(args, in_batched))
-    return jax.vmap(_full_solve)(W, face, rhs), True
+    return jax.vmap(_full_solve)(*batch_axis_in_front(axis_size, in_batched, (W, face, rhs))), True
 
 
 def column_lasso(W, s, lam, beta, j, tol, max_steps: int):

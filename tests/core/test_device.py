@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from compilations import count_compilations
 
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, batch_axis_in_front
 
 
 @pytest.mark.parametrize("x, dtype", [
@@ -76,3 +76,11 @@ def test_as_array_inside_vmap_is_jnp_asarray():
     got = jax.vmap(lambda v: as_array(v, jnp.float32) + 1)(np.arange(6.0).reshape(3, 2))
     assert got.dtype == jnp.float32 and got.shape == (3, 2)
     np.testing.assert_array_equal(np.asarray(got), np.arange(6.0).reshape(3, 2) + 1)
+
+
+def test_batch_axis_in_front_broadcasts_only_the_unbatched_arguments():
+    batched, scalar, matrix = np.arange(6.0).reshape(3, 2), 2.5, np.eye(2)
+    out = batch_axis_in_front(3, (True, False, False), (batched, scalar, matrix))
+    assert out[0] is batched
+    np.testing.assert_array_equal(out[1], np.full(3, 2.5))
+    np.testing.assert_array_equal(out[2], np.broadcast_to(np.eye(2), (3, 2, 2)))
