@@ -35,7 +35,8 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
     precision_ : (p, p) Theta, with exact zeros
     location_ : (p,) the mean that was removed (zeros for ``fit_covariance``)
     n_iter_ : iterations run (column sweeps or Newton steps)
-    kkt_ : the largest violation of the optimality conditions at the solution
+    kkt_ : the largest violation of the optimality conditions at the solution, entry (i, j)
+        divided by sqrt(S_ii S_jj) (free of the data's units; the fit stops at ``tol``)
     objective_ : the objective after each iteration (non-increasing for the Newton steps)
 
     The fit runs on S / v with alpha / v (v a power of two near the median variance) and
@@ -79,12 +80,12 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
         hp = glasso.Hyperparams(float(self.alpha) / v, bool(self.penalize_diagonal), self.solver)
         # glasso.fit checks S and alpha on the host before compiling
         result = glasso.fit(S_unit, hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
-        finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt) * v:.3g})")
+        finish(result, "GraphicalLasso", detail=f" (max_iter={self.max_iter}, KKT residual {float(result.state.kkt):.3g})")
         self.location_ = location
         self.precision_ = np.asarray(result.state.precision, np.float64) / v
         self.covariance_ = np.asarray(result.state.covariance, np.float64) * v
         self.n_iter_ = int(result.n_iter)
-        self.kkt_ = float(result.state.kkt) * v
+        self.kkt_ = float(result.state.kkt)
         # F = -log det Theta + tr(S Theta) + alpha |Theta|_1 gains p log v
         self.objective_ = np.asarray(result.trace, np.float64)[: self.n_iter_] + S_unit.shape[0] * np.log(v)
         return self
