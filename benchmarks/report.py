@@ -168,12 +168,14 @@ def rows_glasso(d):
         out.append(row(f"breast-cancer correlation (p = 30), alpha = {r['alpha']}, "
                        f"{'diagonal penalised' if r['penalize_diagonal'] else 'diagonal free'}", r["seconds"], "R glasso",
                        r["R glasso"]["seconds"], f"{r['n_iter']} iterations; objective gap {r['objective_gap']:.0e}"))
-    for name in dict.fromkeys(r["data"] for r in real):
-        cases = [r for r in real if r["data"] == name]
-        out.append(row(f"{name} correlation (p = {cases[0]['p']}), {len(cases)} cases, geometric mean",
-                       geometric_mean([r["seconds"] for r in cases]), "R glasso",
-                       geometric_mean([r["R glasso"]["seconds"] for r in cases]),
-                       f"at most {max(r['n_iter'] for r in cases)} iterations"))
+    for part, kind in (("real", "correlation"), ("raw", "raw covariance")):
+        compared = [r for r in d.get(part, {}).get("rows", []) if "seconds" in r["R glasso"]]
+        for name in dict.fromkeys(r["data"] for r in compared):
+            cases = [r for r in compared if r["data"] == name]
+            out.append(row(f"{name} {kind} (p = {cases[0]['p']}), {len(cases)} cases, geometric mean",
+                           geometric_mean([r["seconds"] for r in cases]), "R glasso",
+                           geometric_mean([r["R glasso"]["seconds"] for r in cases]),
+                           f"at most {max(r['n_iter'] for r in cases)} iterations"))
     path = d.get("path", {})
     for name in ("path, warm-started", "vmap over alphas"):
         if name in path:

@@ -29,7 +29,9 @@ def test_rows_and_ratios(report, tmp_path):
                           {"data": "digits", "p": 61, "alpha": 0.1, "penalize_diagonal": True, "seconds": 0.02, "n_iter": 7,
                            "objective_gap": 1e-9, "R glasso": {"seconds": 0.005}},
                           {"data": "digits", "p": 61, "alpha": 0.3, "penalize_diagonal": True, "seconds": 0.005, "n_iter": 4,
-                           "objective_gap": 1e-9, "R glasso": {"seconds": 0.005}}]}}
+                           "objective_gap": 1e-9, "R glasso": {"seconds": 0.005}}]},
+        "raw": {"rows": [{"data": "wine", "p": 13, "alpha": 0.02, "penalize_diagonal": False, "seconds": 0.001, "n_iter": 5,
+                          "objective_gap": 1e-9, "R glasso": {"seconds": 0.003}}]}}
     (tmp_path / "glasso.json").write_text(json.dumps(glasso))
     (tmp_path / "hsic.json").write_text(json.dumps({"permutation": {}}))
     (tmp_path / "robpca.json").write_text(json.dumps({"robpca": [{"data": "x", "rrcov": {}}]}))
@@ -39,6 +41,7 @@ def test_rows_and_ratios(report, tmp_path):
     assert ("| breast-cancer correlation (p = 30), alpha = 0.1, diagonal free | 0.004 s | R glasso | 0.001 s | 0.25x | "
             "9 iterations; objective gap 1e-09 |") in text
     assert "| digits correlation (p = 61), 2 cases, geometric mean | 0.01 s | R glasso | 0.005 s | 0.50x | at most 7 iterations |" in text
+    assert "| wine raw covariance (p = 13), 1 cases, geometric mean | 0.001 s | R glasso | 0.003 s | 3.00x | at most 5 iterations |" in text
     assert "Results of 2026-01-01 on test." in text
     assert "unexpected layout" in text  # robpca's row lacks its fields
     assert "`" in text and "lfrm.json` is missing" in text

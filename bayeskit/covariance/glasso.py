@@ -46,8 +46,8 @@ Both solvers run on the correlation scale: with d_i = sqrt(S_ii) and D = diag(d)
 
 and F differs by sum_i log S_ii. Variables whose variances lie 1e9 apart (raw data in
 mixed units) then converge as a correlation matrix does; tolerances in units of the mean
-variance had left the small variables unsolved (the raw covariance of scikit-learn's
-breast-cancer data did not converge in 100 iterations with either solver). Either fit
+variance had left the small variables unsolved (on the raw covariance of scikit-learn's
+breast-cancer data the sweeps stopped at 100 with an indefinite Theta; now 3-14). Either fit
 stops when the largest violation of (2) on this scale, |violation_ij| / (d_i d_j), is at
 most ``tol``. Which solver: the Newton steps converge in about ten iterations where
 proximal-gradient steps (G-ISTA) needed thousands on n ~ p covariances, and a step costs
