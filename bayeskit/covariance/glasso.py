@@ -44,7 +44,8 @@ Both solvers run on the correlation scale: with d_i = sqrt(S_ii) and D = diag(d)
 
     Theta solves (1) for S and L  iff  D Theta D solves it for R = D^-1 S D^-1 and L_ij / (d_i d_j),   (9)
 
-and F differs by sum_i log S_ii. Variables whose variances lie 1e9 apart (raw data in
+and F differs by sum_i log S_ii (a variance that is not positive, possible only in a traced
+S, keeps d_i = 1). Variables whose variances lie 1e9 apart (raw data in
 mixed units) then converge as a correlation matrix does; tolerances in units of the mean
 variance had left the small variables unsolved (on the raw covariance of scikit-learn's
 breast-cancer data the sweeps stopped at 100 with an indefinite Theta; now 3-14). Either fit
@@ -104,7 +105,7 @@ class Hyperparams(eqx.Module):
 
 class State(eqx.Module):
     """``precision`` Theta, ``covariance`` W = Theta^-1, ``logdet`` = log det Theta, the
-    KKT residual ``kkt`` of (2) and the Newton iteration count ``t``."""
+    relative KKT residual ``kkt`` of (2) (:func:`kkt_residual`) and the iteration count ``t``."""
 
     precision: Float[Array, "p p"]
     covariance: Float[Array, "p p"]
@@ -139,14 +140,21 @@ def kkt_residual(precision, covariance, S, hparams: Hyperparams) -> Array:
     L = penalty_weights(S.shape[-1], hparams.alpha, hparams.penalize_diagonal, S.dtype)
     G = S - covariance
     violation = jnp.where(precision != 0, jnp.abs(G + L * jnp.sign(precision)), jnp.maximum(jnp.abs(G) - L, 0.0))
-    d = jnp.sqrt(jnp.diagonal(S))
+    d = _scales(S)
     return jnp.max(violation / (d[:, None] * d[None, :]))
+
+
+def _scales(S) -> Array:
+    """d_i = sqrt(S_ii) of (9); 1 for a variance that is not positive (a traced S skips the
+    checks: its variable is then fitted on its own scale, as before (9))."""
+    diagonal = jnp.diagonal(S)
+    return jnp.where(diagonal > 0, jnp.sqrt(jnp.where(diagonal > 0, diagonal, 1.0)), 1.0)
 
 
 def _unit_problem(S, hparams: Hyperparams):
     """(1) on the correlation scale (9): R = S / sqrt(S_ii S_jj), the penalty alpha /
     sqrt(S_ii S_jj) (a matrix) and the outer product ``scale`` = sqrt(S_ii S_jj)."""
-    d = jnp.sqrt(jnp.diagonal(S))
+    d = _scales(S)
     scale = d[:, None] * d[None, :]
     return S / scale, Hyperparams(jnp.asarray(hparams.alpha, S.dtype) / scale, hparams.penalize_diagonal, hparams.solver), scale
 
@@ -154,7 +162,7 @@ def _unit_problem(S, hparams: Hyperparams):
 def _rescaled(state: State, scale, power: int) -> State:
     """``state`` carried between S's coordinates and the correlation scale (9): Theta times
     ``scale ** power``, W (and the sweeps' working W) divided by it, log det Theta plus
-    ``power`` sum_i log S_ii; the relative KKT residual is the same on both scales."""
+    ``power`` sum_i log (scale_ii); the relative KKT residual is the same on both scales."""
     factor = scale**power
     moved = eqx.tree_at(lambda s: (s.precision, s.covariance, s.logdet), state,
                         (state.precision * factor, state.covariance / factor,
@@ -406,10 +414,10 @@ def _fit(S, hparams: Hyperparams, init_state: State | None, *, max_iter, tol, pr
     S = 0.5 * (S + S.T)
     R, unit, scale = _unit_problem(S, hparams)
     state = init(R, unit) if init_state is None else _rescaled(init_state, scale, 1)
-    result = loop.run(lambda s: _step(s, R, unit), lambda s: objective(s, R, unit), state, max_iter=max_iter,
+    shift = jnp.sum(jnp.log(jnp.diagonal(scale)))  # F on S's scale minus F on the correlation scale
+    result = loop.run(lambda s: _step(s, R, unit), lambda s: objective(s, R, unit) + shift, state, max_iter=max_iter,
                       tol=0.0, progress=progress, throw=throw, done=lambda s: s.kkt <= tol)
-    return eqx.tree_at(lambda r: (r.state, r.trace), result,
-                       (_rescaled(result.state, scale, -1), result.trace + jnp.sum(jnp.log(jnp.diagonal(S)))))
+    return eqx.tree_at(lambda r: r.state, result, _rescaled(result.state, scale, -1))
 
 
 def path(S, alphas, *, penalize_diagonal: bool = False, solver: str = "auto", max_iter: int = 100,

@@ -245,9 +245,11 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
            glasso_tol: float = 1e-6, glasso_max_iter: int = 3, progress: bool | None = None,
            throw: bool = True) -> FitResult:
     """EM/RCA on a second-moment matrix ``C``: iterates (5)-(7) until the relative rise of
-    (4) is below ``tol``. ``result.trace`` is (4) after each iteration (non-decreasing up
-    to the graphical lasso's tolerance; see ``state.max_decrease``). Jittable; vmappable
-    over ``C`` and the hyperparameters' arrays."""
+    (4) is below ``tol``; each M-step runs at most ``glasso_max_iter`` Newton steps of the
+    graphical lasso, to its relative KKT residual ``glasso_tol`` (see
+    :func:`bayeskit.covariance.glasso.kkt_residual`). ``result.trace`` is (4) after each
+    iteration (non-decreasing up to the graphical lasso's tolerance; see
+    ``state.max_decrease``). Jittable; vmappable over ``C`` and the hyperparameters' arrays."""
     loop.check_tol(tol)
     loop.check_throw(throw)
     if is_concrete(C, hp.alpha, hp.noise_variance):

@@ -56,19 +56,23 @@ def test_variables_on_scales_1e9_apart_converge(penalize_diagonal, solver):
     steps, and the conditions (2) hold entry by entry relative to sqrt(S_ii S_jj) (checked
     in numpy); with tolerances in units of the mean variance the small variables were left
     unsolved (an indefinite Theta after 100 sweeps, or a Newton fit stopped at a wrong Theta)."""
-    d = np.logspace(-2.5, 2, 12)
-    S = _sparse_problem() * np.outer(d, d)
+    S = _sparse_problem() * np.outer(*2 * [np.logspace(-2.5, 2, 12)])
     alpha = 1e-3
-    r = glasso.fit(S, glasso.Hyperparams(alpha, penalize_diagonal, solver))  # the default tol, 1e-4
+    hp = glasso.Hyperparams(alpha, penalize_diagonal, solver)
+    r = glasso.fit(S, hp)  # the default tol, 1e-4
     assert r.converged and int(r.n_iter) <= 30
     theta = np.asarray(r.state.precision)
+    np.linalg.cholesky(theta)  # positive definite
+    np.testing.assert_array_equal(theta, theta.T)
+    W = np.linalg.inv(theta)
+    scale = np.sqrt(np.outer(np.diag(S), np.diag(S)))
+    np.testing.assert_allclose(np.asarray(r.state.covariance) / scale, W / scale, rtol=0, atol=1e-9)
     L = np.full(S.shape, alpha) if penalize_diagonal else alpha * (1 - np.eye(len(S)))
-    G = (S - np.linalg.inv(theta)) / np.outer(d, d)
-    on, L = theta != 0, L / np.outer(d, d)
+    G, L, on = (S - W) / scale, L / scale, theta != 0
     assert np.all(np.abs(G[on] + L[on] * np.sign(theta[on])) < 1.01e-4)
     assert np.all(np.abs(G[~on]) <= L[~on] + 1.01e-4)
     assert 0 < (~on).sum() and 12 < on.sum()  # some pairs zeroed, some kept
-    F = float(glasso.objective(r.state, S, glasso.Hyperparams(alpha, penalize_diagonal)))
+    F = float(glasso.objective_of(theta, np.linalg.slogdet(theta)[1], S, hp))
     np.testing.assert_allclose(float(r.objective), F, rtol=1e-12)  # the trace is F on S's own scale
 
 
@@ -136,7 +140,7 @@ def test_column_sweeps_raise_the_dual_and_end_at_the_minimum(penalize_diagonal):
         state = step(state)
         W = np.asarray(state.working)
         duals.append(np.linalg.slogdet(W)[1])
-        assert np.all(np.abs(W - S) <= L + 1e-4 * np.mean(np.diagonal(S)))  # each lasso solved to at most this
+        assert np.all(np.abs(W - S) <= L + 1e-4 * np.sqrt(np.outer(np.diag(S), np.diag(S))))  # each lasso solved to this
         np.testing.assert_allclose(np.diagonal(W), np.diagonal(S + L), rtol=1e-14)
     assert np.all(np.diff(duals) >= -1e-12 * np.abs(duals[1:]))
     assert float(state.kkt) < 1e-10
