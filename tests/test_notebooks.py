@@ -197,6 +197,7 @@ def test_rca_hsic_notebook_runs(tmp_path, monkeypatch):
     assert [name for name, _ in rows] == ["EM/RCA", "GLASSO", "ideal GLASSO (no confounder)", "EM/RCA", "GLASSO"]
     assert all(0 <= float(v) <= 1 for _, values in rows for v in values.split())
     assert "same precision as the sweep, to 0.02: True" in text
+    assert re.search(r"^from Lambda = I / m: \d+ iterations, bound \S+, \d+ edges$", text, flags=re.M)
     assert "bound never decreases: True" in text
     # the graphical lasso on all Sachs cells at alpha 0.05 (R glasso: 14 edges, 8 true)
     found, tp = map(int, re.search(r"alpha 0\.05, all 2666 cells: (\d+) edges, (\d+) true", text).groups())

@@ -197,20 +197,24 @@ def bound(W, precision, covariance, C, hp: EMHyperparams) -> Array:
     return log_likelihood(C, W, Sigma) - 0.5 * jnp.sum(weights * jnp.abs(precision))
 
 
-def em_init(C, hp: EMHyperparams) -> EMState:
+def em_init(C, hp: EMHyperparams, precision=None) -> EMState:
     """W from probabilistic PCA with noise s2 (eigenvalues of C above s2, as the authors
-    do) and Lambda = I / m, m the mean variance tr(C) / p: the authors' start Lambda = I on
-    their standardised data (m = 1), in proportion to C otherwise, so that the whole EM is
-    equivariant under X -> a X (with alpha and s2 times a^2)."""
+    do) and Lambda = ``precision``, by default I / m, m the mean variance tr(C) / p: the
+    authors' start Lambda = I on standardised data (m = 1), in proportion to C otherwise,
+    so that the whole EM is equivariant under X -> a X (with alpha and s2 times a^2). The
+    authors' own start on data that is not standardised is ``precision=I``: on their
+    simulated network (m = 18) the EM from I reached a higher bound, in fewer iterations,
+    at the penalties tried (the rca_simulation experiment starts there)."""
     C = jnp.asarray(C)
     p = C.shape[0]
     k = p if hp.n_components is None else hp.n_components
     lam, U = jnp.linalg.eigh(C)
     lam, U = lam[::-1][:k], U[:, ::-1][:, :k]
     W = U * jnp.sqrt(jnp.maximum(lam - hp.noise_variance, 0))
-    mean_variance = jnp.trace(C) / p
-    start = jnp.eye(p, dtype=C.dtype) / jnp.where(mean_variance > 0, mean_variance, 1.0)
-    sparse = glasso.state_from_precision(start, C, _glasso_hp(hp))
+    if precision is None:
+        mean_variance = jnp.trace(C) / p
+        precision = jnp.eye(p, dtype=C.dtype) / jnp.where(mean_variance > 0, mean_variance, 1.0)
+    sparse = glasso.state_from_precision(jnp.asarray(precision, C.dtype), C, _glasso_hp(hp))
     b = bound(W, sparse.precision, sparse.covariance, C, hp)
     return EMState(W, sparse, b, jnp.zeros((), C.dtype), jnp.zeros((), jnp.int32))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import equinox as eqx
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -243,6 +244,12 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         Penalise Lambda's diagonal too (default True, the authors' and R glasso's choice).
     tol, max_iter
         Stop when the relative rise of the penalised bound is below ``tol``.
+    precision_init : (p, p) array or None
+        Where Lambda starts, in the data's units; ``None`` takes I / m, m the mean variance
+        (the authors' I on standardised data, and a fit free of the data's units). The
+        authors start at I whatever the units: ``np.eye(p)`` reproduces their EM on data
+        that is not standardised (their simulated network, m = 18, where it reached a
+        higher bound in fewer iterations).
 
     Attributes
     ----------
@@ -260,7 +267,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
     """
 
     def __init__(self, alpha=0.1, *, noise_variance=None, n_components=None, penalize_diagonal=True, tol=1e-7,
-                 max_iter=1000, assume_centered=False):
+                 max_iter=1000, assume_centered=False, precision_init=None):
         self.alpha = alpha
         self.noise_variance = noise_variance
         self.n_components = n_components
@@ -268,6 +275,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         self.tol = tol
         self.max_iter = max_iter
         self.assume_centered = assume_centered
+        self.precision_init = precision_init
 
     def fit(self, X, y=None):
         """Fit on data X (n_samples, n_features); rows are the draws."""
@@ -290,8 +298,9 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         check_representable("alpha", float(self.alpha) / v, s, C.dtype)
         check_representable("noise_variance", s2, s, C.dtype)
         hp = rca.EMHyperparams(float(self.alpha) / v, s2, bool(self.penalize_diagonal), self.n_components)
+        start = None if self.precision_init is None else _em_start(as_array(C), hp, _precision_init(self.precision_init, C, v))
         # rca.em_fit checks C and n_components on the host before compiling
-        result = rca.em_fit(as_array(C), hp, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        result = rca.em_fit(as_array(C), hp, init_state=start, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
         finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
         self.n_iter_ = int(result.n_iter)
@@ -314,6 +323,26 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         check_is_fitted(self, "precision_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
         return _gaussian_score(X, self.location_, self.covariance_)
+
+
+def _precision_init(precision, C, v) -> np.ndarray:
+    """EMRCA's ``precision_init`` checked (a symmetric positive-definite (p, p) matrix) and on
+    the fit's unit scale: Lambda times v, for C divided by v."""
+    P = validation.check_matrix(precision, "precision_init", min_rows=1)
+    if P.shape != C.shape:
+        raise ValueError(f"precision_init must be ({C.shape[0]}, {C.shape[0]}), one row and column per feature; got {P.shape}.")
+    if not np.allclose(P, P.T, rtol=1e-10, atol=0):
+        raise ValueError("precision_init must be symmetric.")
+    try:
+        np.linalg.cholesky(P)
+    except np.linalg.LinAlgError:
+        raise ValueError("precision_init must be positive definite.") from None
+    unit = P * v
+    check_representable("precision_init", unit, np.sqrt(v), C.dtype)
+    return unit.astype(C.dtype)
+
+
+_em_start = eqx.filter_jit(rca.em_init)  # one program: the start's eigendecomposition and factor, not op by op
 
 
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]

@@ -16,6 +16,7 @@ import functools
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from bayeskit.covariance import glasso, rca
@@ -56,10 +57,15 @@ def _glasso_fit(C, a):
 
 @functools.cache
 def _emrca_fit(max_iter: int):
-    """One jitted EM/RCA fit per ``max_iter``, kept so that every sweep of the same shapes
-    reuses its compiled program."""
-    return jax.jit(lambda C, a, noise_variance: rca.em_fit(C, rca.EMHyperparams(a, noise_variance), max_iter=max_iter,
-                                                           throw=False))
+    """One jitted EM/RCA fit per ``max_iter``, from the authors' start Lambda = I (also on
+    data that is not standardised), kept so that every sweep of the same shapes reuses its
+    compiled program."""
+    def fit(C, a, noise_variance):
+        hp = rca.EMHyperparams(a, noise_variance)
+        start = rca.em_init(C, hp, precision=jnp.eye(C.shape[0], dtype=C.dtype))  # the authors' Lambda = I
+        return rca.em_fit(C, hp, init_state=start, max_iter=max_iter, throw=False)
+
+    return jax.jit(fit)
 
 
 def glasso_sweep(C: np.ndarray, alphas) -> list[np.ndarray]:

@@ -190,6 +190,21 @@ def em_fit():
     return C, hp, rca.em_fit(C, hp, max_iter=300, tol=1e-10)
 
 
+def test_em_starts_at_lambda_over_the_mean_variance_or_where_asked(em_fit):
+    """Lambda = I / m (m = tr(C) / p) by default; the authors' I, or any given precision,
+    when asked; W from PPCA either way, and the start's bound is (4) at that point."""
+    C, hp, _ = em_fit
+    p = len(C)
+    default, given = rca.em_init(C, hp), rca.em_init(C, hp, precision=np.eye(p))
+    np.testing.assert_allclose(np.asarray(default.sparse.precision), np.eye(p) * p / np.trace(C), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(given.sparse.precision), np.eye(p), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(given.sparse.covariance), np.eye(p), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(given.W), np.asarray(default.W), rtol=1e-12)
+    expected = rca.bound(given.W, np.eye(p), np.eye(p), C, hp)
+    np.testing.assert_allclose(float(given.bound), float(expected), rtol=1e-12)
+    assert abs(float(given.bound) - float(default.bound)) > 1e-3  # the starts differ (mean variance != 1 here)
+
+
 def test_em_bound_never_decreases(em_fit):
     _, _, r = em_fit
     trace = np.asarray(r.trace)[: int(r.n_iter)]
@@ -237,6 +252,30 @@ def test_em_path_warm_starts_match_separate_fits():
     for k, a in enumerate(alphas):
         single = rca.em_fit(C, rca.EMHyperparams(a, 0.1), max_iter=300, tol=1e-10)
         assert float(path.state.bound[k]) == pytest.approx(float(single.state.bound), abs=1e-5)
+
+
+def test_emrca_precision_init_is_the_functional_fit_from_that_start():
+    """``precision_init`` in the data's units: the estimator (which fits on a unit scale)
+    equals ``em_fit`` from ``em_init(..., precision=...)`` on the raw second moment, and the
+    default start I / m is a different fit; bad starts are refused by name."""
+    Y, _ = _low_rank_plus_sparse()
+    Y = 3.0 * Y  # not a power of two: the unit scale differs from the data's
+    C = _second_moment(Y)
+    p = len(C)
+    hp = rca.EMHyperparams(0.05, 0.5 * np.trace(C) / p)
+    start = rca.em_init(C, hp, precision=np.eye(p))
+    # tight: the relative stopping rule, on a bound shifted by p log s, stops some iterations apart
+    functional = rca.em_fit(C, hp, init_state=start, max_iter=2000, tol=1e-12)
+    est = EMRCA(alpha=0.05, precision_init=np.eye(p), tol=1e-12, max_iter=2000).fit(Y)
+    np.testing.assert_allclose(est.precision_, np.asarray(functional.state.sparse.precision), atol=1e-4)
+    assert est.bound_[0] == pytest.approx(float(functional.trace[0]), abs=1e-8)  # the same first iteration
+    assert est.bound_[-1] == pytest.approx(float(functional.state.bound), abs=1e-8)
+    default = EMRCA(alpha=0.05).fit(Y)
+    assert abs(default.bound_[0] - est.bound_[0]) > 1e-3  # the starts differ
+    for bad, match in ((np.eye(p - 1), r"\(10, 10\)"), (np.eye(p) - 2 * np.eye(p)[0:1].T @ np.eye(p)[0:1], "positive definite"),
+                       (np.eye(p) + np.triu(np.ones((p, p)), 1), "symmetric"), (np.full((p, p), np.nan), "precision_init")):
+        with pytest.raises(ValueError, match=match):
+            EMRCA(alpha=0.05, precision_init=bad).fit(Y)
 
 
 def test_emrca_estimator_attributes():
