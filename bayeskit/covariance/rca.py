@@ -203,8 +203,9 @@ def em_init(C, hp: EMHyperparams, precision=None) -> EMState:
     authors' start Lambda = I on standardised data (m = 1), in proportion to C otherwise,
     so that the whole EM is equivariant under X -> a X (with alpha and s2 times a^2). The
     authors' own start on data that is not standardised is ``precision=I``: on their
-    simulated network (m = 18) the EM from I reached a higher bound, in fewer iterations,
-    at the penalties tried (the rca_simulation experiment starts there)."""
+    simulated network (m = 18) the EM from I reached higher bounds at the penalties tried
+    (the rca_simulation experiment starts there). ``precision`` is not checked here
+    (:func:`em_fit` checks it)."""
     C = jnp.asarray(C)
     p = C.shape[0]
     k = p if hp.n_components is None else hp.n_components
@@ -245,11 +246,12 @@ def em_update(state: EMState, C, hp: EMHyperparams, *, glasso_tol: float = 1e-6,
 
 
 @readable_failure
-def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter: int = 1000, tol: float = 1e-7,
-           glasso_tol: float = 1e-6, glasso_max_iter: int = 3, progress: bool | None = None,
+def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, precision_init=None, max_iter: int = 1000,
+           tol: float = 1e-7, glasso_tol: float = 1e-6, glasso_max_iter: int = 3, progress: bool | None = None,
            throw: bool = True) -> FitResult:
     """EM/RCA on a second-moment matrix ``C``: iterates (5)-(7) until the relative rise of
-    (4) is below ``tol``; each M-step runs at most ``glasso_max_iter`` Newton steps of the
+    (4) is below ``tol``, from ``init_state`` or else from :func:`em_init` with
+    ``precision_init`` (a symmetric positive-definite start of Lambda; None: I / m); each M-step runs at most ``glasso_max_iter`` Newton steps of the
     graphical lasso, to its relative KKT residual ``glasso_tol`` (see
     :func:`bayeskit.covariance.glasso.kkt_residual`). ``result.trace`` is (4) after each
     iteration (non-decreasing up to the graphical lasso's tolerance; see
@@ -261,16 +263,20 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, max_iter:
         glasso.check_alpha(hp.alpha)
         check_noise_variance(hp.noise_variance)
         check_components(hp.n_components, np.shape(C)[0])
+    if precision_init is not None and is_concrete(precision_init):
+        check_covariance(precision_init, "precision_init")
+        check_same_shape(C, precision_init, "precision_init")
     C = as_array(C)
-    return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
+    start = None if precision_init is None else symmetrize(as_array(precision_init, C.dtype))
+    return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, start, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
                    glasso_tol=as_array(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
 
 
 @eqx.filter_jit
-def _em_fit(C, hp: EMHyperparams, init_state: EMState | None, *, max_iter, tol, glasso_tol, glasso_max_iter, progress,
-            throw) -> FitResult:
+def _em_fit(C, hp: EMHyperparams, init_state: EMState | None, precision_init, *, max_iter, tol, glasso_tol,
+            glasso_max_iter, progress, throw) -> FitResult:
     C = symmetrize(C)
-    state = em_init(C, hp) if init_state is None else init_state
+    state = em_init(C, hp, precision_init) if init_state is None else init_state
     step = lambda s: em_update(s, C, hp, glasso_tol=glasso_tol, glasso_max_iter=glasso_max_iter)
     return loop.run(step, lambda s: s.bound, state, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
@@ -331,9 +337,9 @@ def check_covariance(A, name: str, *, definite: bool = True) -> None:
         raise ValueError(f"{name} must be positive {kind}; its smallest eigenvalue is {smallest:.3g}.") from None
 
 
-def check_same_shape(C, Sigma) -> None:
+def check_same_shape(C, Sigma, name: str = "Sigma") -> None:
     if np.shape(C) != np.shape(Sigma):
-        raise ValueError(f"Sigma must match the data's second moment: Sigma is {np.shape(Sigma)}, "
+        raise ValueError(f"{name} must match the data's second moment: {name} is {np.shape(Sigma)}, "
                          f"C is {np.shape(C)}.")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import warnings
 
-import equinox as eqx
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -261,8 +260,8 @@ class EMRCA(OneCallAtATime, BaseEstimator):
     max_decrease_ : the largest drop of the bound between iterations (0 when monotone)
     n_iter_, location_
 
-    The fit runs on X / s with alpha / s^2 and s2 / s^2 (s a power of two near the data's
-    scale; the solution is equivariant) and puts s back, so data at 1e+-20 fit in float32;
+    The fit runs on X / s with alpha / s^2, s2 / s^2 and precision_init times s^2 (s a power
+    of two near the data's scale; the solution is equivariant) and puts s back, so data at 1e+-20 fit in float32;
     the floating attributes are float64.
     """
 
@@ -298,9 +297,10 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         check_representable("alpha", float(self.alpha) / v, s, C.dtype)
         check_representable("noise_variance", s2, s, C.dtype)
         hp = rca.EMHyperparams(float(self.alpha) / v, s2, bool(self.penalize_diagonal), self.n_components)
-        start = None if self.precision_init is None else _em_start(as_array(C), hp, _precision_init(self.precision_init, C, v))
-        # rca.em_fit checks C and n_components on the host before compiling
-        result = rca.em_fit(as_array(C), hp, init_state=start, max_iter=int(self.max_iter), tol=float(self.tol), throw=False)
+        start = None if self.precision_init is None else _precision_init(self.precision_init, C, s)
+        # rca.em_fit checks C, n_components and the start on the host before compiling
+        result = rca.em_fit(as_array(C), hp, precision_init=start, max_iter=int(self.max_iter), tol=float(self.tol),
+                            throw=False)
         finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
         self.n_iter_ = int(result.n_iter)
@@ -325,24 +325,14 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         return _gaussian_score(X, self.location_, self.covariance_)
 
 
-def _precision_init(precision, C, v) -> np.ndarray:
-    """EMRCA's ``precision_init`` checked (a symmetric positive-definite (p, p) matrix) and on
-    the fit's unit scale: Lambda times v, for C divided by v."""
+def _precision_init(precision, C, s) -> np.ndarray:
+    """EMRCA's ``precision_init`` on the fit's unit scale: Lambda times s^2, for C divided by
+    s^2 (em_fit checks that it is symmetric and positive definite)."""
     P = validation.check_matrix(precision, "precision_init", min_rows=1)
     if P.shape != C.shape:
         raise ValueError(f"precision_init must be ({C.shape[0]}, {C.shape[0]}), one row and column per feature; got {P.shape}.")
-    if not np.allclose(P, P.T, rtol=1e-10, atol=0):
-        raise ValueError("precision_init must be symmetric.")
-    try:
-        np.linalg.cholesky(P)
-    except np.linalg.LinAlgError:
-        raise ValueError("precision_init must be positive definite.") from None
-    unit = P * v
-    check_representable("precision_init", unit, np.sqrt(v), C.dtype)
-    return unit.astype(C.dtype)
-
-
-_em_start = eqx.filter_jit(rca.em_init)  # one program: the start's eigendecomposition and factor, not op by op
+    check_representable("precision_init", P * (s * s), s, C.dtype, fix="give precision_init on the scale of 1 / the data's variance")
+    return (P * (s * s)).astype(C.dtype)
 
 
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]

@@ -60,12 +60,9 @@ def _emrca_fit(max_iter: int):
     """One jitted EM/RCA fit per ``max_iter``, from the authors' start Lambda = I (also on
     data that is not standardised), kept so that every sweep of the same shapes reuses its
     compiled program."""
-    def fit(C, a, noise_variance):
-        hp = rca.EMHyperparams(a, noise_variance)
-        start = rca.em_init(C, hp, precision=jnp.eye(C.shape[0], dtype=C.dtype))  # the authors' Lambda = I
-        return rca.em_fit(C, hp, init_state=start, max_iter=max_iter, throw=False)
-
-    return jax.jit(fit)
+    return jax.jit(lambda C, a, noise_variance: rca.em_fit(C, rca.EMHyperparams(a, noise_variance),
+                                                           precision_init=jnp.eye(C.shape[0], dtype=C.dtype),
+                                                           max_iter=max_iter, throw=False))
 
 
 def glasso_sweep(C: np.ndarray, alphas) -> list[np.ndarray]:

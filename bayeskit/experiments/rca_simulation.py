@@ -7,11 +7,9 @@ C = Y'Y / n, s2 = 0.5 tr(C) / d, lambda = 5^linspace(-8, 3, 30). Three curves:
 EM/RCA on the confounded Y, the graphical lasso on Y, and the "ideal" graphical lasso
 on the unconfounded Y_unc (the same draws without X W). The authors set no seed; we
 draw the subsamples from ``seed`` and report the spread (full: 5 subsamples; quick: 1
-subsample and every second penalty from 5^-4 up). Quick mode cannot show the paper's
-ordering and says so: EM/RCA's edges appear between lambda = 5^-6 and 5^-4 along the
-warm-started path from 5^-8, and coarser or shorter paths (every second penalty from
-5^-8 or from 5^-5.5, tried) left its precision level with the graphical lasso's while
-costing minutes.
+subsample and every second penalty from 5^-4 up). EM/RCA starts at the authors' Lambda = I
+at every penalty. Quick mode cannot show the paper's ordering and says so: EM/RCA's edges
+appear between lambda = 5^-6 and 5^-4, where its fits run up to 1000 iterations each.
 """
 
 from __future__ import annotations
@@ -48,7 +46,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
                         f"{len(alphas)} penalties", curves, diagnostics, seconds)
     if quick:
         print_note("Quick mode cannot show the paper's ordering (EM/RCA above the graphical lasso): its penalties from 5^-4 up leave "
-                   "EM/RCA at most two edges, whose curve needs the full path from 5^-8; run without --quick (minutes).")
+                   "EM/RCA at most two edges; its edges appear between 5^-6 and 5^-4; run without --quick (minutes).")
     nets.pr_figure(curves, out_dir, f"{NAME}.png", "Simulated confounded network (authors' data), 90% subsamples")
     payload = {"experiment": NAME, "quick": quick, "seed": seed, "alphas": alphas.tolist(), "subsamples": n_sub,
                "recall_levels": list(nets.RECALL_LEVELS), "interpolated_precision": table, "curves": curves,

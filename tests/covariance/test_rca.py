@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 
+from bayeskit.core.scaling import unit_scale
 from bayeskit.covariance import rca
 from bayeskit.estimators import EMRCA, RCA
 
@@ -260,6 +261,7 @@ def test_emrca_precision_init_is_the_functional_fit_from_that_start():
     default start I / m is a different fit; bad starts are refused by name."""
     Y, _ = _low_rank_plus_sparse()
     Y = 3.0 * Y  # not a power of two: the unit scale differs from the data's
+    assert unit_scale(Y)[1] != 1  # the start is multiplied by s^2 != 1 on the unit scale
     C = _second_moment(Y)
     p = len(C)
     hp = rca.EMHyperparams(0.05, 0.5 * np.trace(C) / p)
@@ -272,6 +274,10 @@ def test_emrca_precision_init_is_the_functional_fit_from_that_start():
     assert est.bound_[-1] == pytest.approx(float(functional.state.bound), abs=1e-8)
     default = EMRCA(alpha=0.05).fit(Y)
     assert abs(default.bound_[0] - est.bound_[0]) > 1e-3  # the starts differ
+    nearly = np.linalg.inv(np.linalg.inv(np.eye(p) + 0.3 * np.diag(np.ones(p - 1), 1) + 0.3 * np.diag(np.ones(p - 1), -1)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter
+        EMRCA(alpha=0.05, precision_init=nearly, max_iter=5).fit(Y)  # symmetric up to rounding: accepted
     for bad, match in ((np.eye(p - 1), r"\(10, 10\)"), (np.eye(p) - 2 * np.eye(p)[0:1].T @ np.eye(p)[0:1], "positive definite"),
                        (np.eye(p) + np.triu(np.ones((p, p)), 1), "symmetric"), (np.full((p, p), np.nan), "precision_init")):
         with pytest.raises(ValueError, match=match):
