@@ -148,7 +148,7 @@ def _scales(S) -> Array:
     """d_i = sqrt(S_ii) of (9); 1 for a variance that is not positive (a traced S skips the
     checks: its variable is then fitted on its own scale, as before (9))."""
     diagonal = jnp.diagonal(S)
-    return jnp.where(diagonal > 0, jnp.sqrt(jnp.where(diagonal > 0, diagonal, 1.0)), 1.0)
+    return jnp.sqrt(jnp.where(diagonal > 0, diagonal, 1.0))
 
 
 def _unit_problem(S, hparams: Hyperparams):

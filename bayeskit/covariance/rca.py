@@ -251,8 +251,9 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, precision
            throw: bool = True) -> FitResult:
     """EM/RCA on a second-moment matrix ``C``: iterates (5)-(7) until the relative rise of
     (4) is below ``tol``, from ``init_state`` or else from :func:`em_init` with
-    ``precision_init`` (a symmetric positive-definite start of Lambda; None: I / m); each M-step runs at most ``glasso_max_iter`` Newton steps of the
-    graphical lasso, to its relative KKT residual ``glasso_tol`` (see
+    ``precision_init`` (a symmetric positive-definite start of Lambda; None: I / m). Each
+    M-step runs at most ``glasso_max_iter`` Newton steps of the graphical lasso, to its
+    relative KKT residual ``glasso_tol`` (see
     :func:`bayeskit.covariance.glasso.kkt_residual`). ``result.trace`` is (4) after each
     iteration (non-decreasing up to the graphical lasso's tolerance; see
     ``state.max_decrease``). Jittable; vmappable over ``C`` and the hyperparameters' arrays."""

@@ -247,8 +247,8 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         Where Lambda starts, in the data's units; ``None`` takes I / m, m the mean variance
         (the authors' I on standardised data, and a fit free of the data's units). The
         authors start at I whatever the units: ``np.eye(p)`` reproduces their EM on data
-        that is not standardised (their simulated network, m = 18, where it reached a
-        higher bound in fewer iterations).
+        that is not standardised (their simulated network, m = 18, where it reached higher
+        bounds at the penalties tried).
 
     Attributes
     ----------
@@ -261,8 +261,8 @@ class EMRCA(OneCallAtATime, BaseEstimator):
     n_iter_, location_
 
     The fit runs on X / s with alpha / s^2, s2 / s^2 and precision_init times s^2 (s a power
-    of two near the data's scale; the solution is equivariant) and puts s back, so data at 1e+-20 fit in float32;
-    the floating attributes are float64.
+    of two near the data's scale; the solution is equivariant) and puts s back, so data at
+    1e+-20 fit in float32; the floating attributes are float64.
     """
 
     def __init__(self, alpha=0.1, *, noise_variance=None, n_components=None, penalize_diagonal=True, tol=1e-7,
@@ -331,8 +331,9 @@ def _precision_init(precision, C, s) -> np.ndarray:
     P = validation.check_matrix(precision, "precision_init", min_rows=1)
     if P.shape != C.shape:
         raise ValueError(f"precision_init must be ({C.shape[0]}, {C.shape[0]}), one row and column per feature; got {P.shape}.")
-    check_representable("precision_init", P * (s * s), s, C.dtype, fix="give precision_init on the scale of 1 / the data's variance")
-    return (P * (s * s)).astype(C.dtype)
+    unit = P * (s * s)
+    check_representable("precision_init", unit, s, C.dtype, fix="give precision_init on the scale of 1 / the data's variance")
+    return unit.astype(C.dtype)
 
 
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]
