@@ -36,9 +36,9 @@ Full: 10 split seeds, 200 sweeps with 100 burn-in, 2 restarts per split, MMSB up
 EM sweeps; NIPS first, then countries and kinship (the paper ran 1000 sweeps and 5
 restarts on one split: ``run(..., splits=1, sweeps=1000, burn=200, chains=5)``). The
 full run takes hours on two cores; it writes its JSON after every method and a rerun
-with the same settings resumes it. Quick (under a minute): one split, 30 sweeps, 15
-burn-in, 2 restarts, countries global and single, MMSB 100 EM sweeps with a fixed number
-of blocks.
+with the same settings resumes it. Quick (under a minute on one core, about 40 s): one
+split, 20 sweeps, 10 burn-in, 2 restarts, countries global and single, MMSB 100 EM sweeps
+with a fixed number of blocks.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ IRM_SPLIT_MERGE = 1  # the IRM's split-merge moves per sweep (its default; recor
 
 def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
     """The run's settings (a rerun with the same ones resumes it)."""
-    n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 30, 15, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
+    n_splits, n_sweeps, n_burn, n_chains, em_iter = (1, 20, 10, 2, 100) if quick else (SPLITS, 200, 100, 2, 500)
     return {"experiment": NAME, "quick": quick, "seed": seed, "split_seeds": list(range(seed, seed + (splits or n_splits))),
             "sweeps": sweeps or n_sweeps, "burn_in": burn or n_burn, "chains": chains or n_chains, "mmsb_em_sweeps": em_iter,
             "mmsb_alpha": MMSB_ALPHA, "lfrm_priors": _lfrm_priors(), "irm_split_merge": IRM_SPLIT_MERGE,
