@@ -327,11 +327,8 @@ class EMRCA(OneCallAtATime, BaseEstimator):
 
 def _precision_init(precision, C, s) -> np.ndarray:
     """EMRCA's ``precision_init`` on the fit's unit scale: Lambda times s^2, for C divided by
-    s^2 (em_fit checks that it is symmetric and positive definite)."""
-    P = validation.check_matrix(precision, "precision_init", min_rows=1)
-    if P.shape != C.shape:
-        raise ValueError(f"precision_init must be ({C.shape[0]}, {C.shape[0]}), one row and column per feature; got {P.shape}.")
-    unit = P * (s * s)
+    s^2 (em_fit checks its shape and that it is symmetric and positive definite)."""
+    unit = validation.check_matrix(precision, "precision_init", min_rows=1) * (s * s)
     check_representable("precision_init", unit, s, C.dtype, fix="give precision_init on the scale of 1 / the data's variance")
     return unit.astype(C.dtype)
 
