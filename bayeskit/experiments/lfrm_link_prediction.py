@@ -16,7 +16,10 @@ sees the mirror of about 80% of the held-out cells: one reading of the paper's
 protocol, and an upper bound. Restarts run as vectorised chains laid over the devices
 (MMSB: random starts as one ``bayeskit.sweep``); each chain's predictive probabilities
 are averaged over its retained draws; R-hat of the log joint over the restarts is
-reported per split, and splits where the restarts froze in one state are counted apart.
+reported per split, and splits where the restarts froze in one state are counted apart;
+each method's K+ (clusters, blocks) per restart is given as its mean and range over the
+splits, and a note counts the splits where the LFRM's restarts each kept a K+ of their own
+through every retained draw (no feature born or lost: the number of features did not mix).
 IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
 "LFRM with covariates" row adds the paper's sender and receiver covariates, the 111
 country features (centred; a missing feature at its mean), each relation with its own
@@ -136,15 +139,18 @@ def r_hat_log_joint(samples, single: bool) -> float:
 
 def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
     """Per-restart probabilities, mean K+ (LFRM) or clusters (IRM) per restart, the
-    R-hat of the log joint over the restarts and the share of draws that use all ``k_max``
-    columns (clusters). That share is reported in the table's notes, so the samplers'
-    own warning about it is not repeated here."""
+    R-hat of the log joint over the restarts, the share of draws that use all ``k_max``
+    columns (clusters) and (LFRM) whether the restarts kept different K+ throughout
+    (:func:`bayeskit.relational.lfrm.frozen_feature_counts`). The table's notes report
+    both, so the samplers' own warnings about them are not repeated here."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", r"(some draws use all k_max|a chain used all c_max)", RuntimeWarning)
+        warnings.filterwarnings("ignore", r"(some draws use all k_max|a chain used all c_max|the number of features K\+ did not change)",
+                                RuntimeWarning)
         probs, sizes, s = _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates)
+    frozen = method != "IRM" and lfrm.frozen_feature_counts(sizes) is not None
     sizes = np.asarray(sizes, float)
     saturated = float(np.mean(sizes >= k_max))
-    return probs, (sizes.mean((0, 2)) if single else sizes.mean(1)).tolist(), r_hat_log_joint(s, single), saturated
+    return probs, (sizes.mean((0, 2)) if single else sizes.mean(1)).tolist(), r_hat_log_joint(s, single), saturated, frozen
 
 
 def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates):
@@ -264,7 +270,7 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
             grid = MMSB_BLOCKS[name][1:2] if quick else MMSB_BLOCKS[name]
             probs, sizes, extra["bic"] = _mmsb(key, Y, train, model_symmetric, single, chains, st["mmsb_em_sweeps"], grid)
         else:
-            probs, sizes, extra["r_hat_log_joint"], extra["saturated_share"] = _mcmc(
+            probs, sizes, extra["r_hat_log_joint"], extra["saturated_share"], extra["k_frozen"] = _mcmc(
                 method, key, Y, train, k_max, model_symmetric, single, sweeps, burn, chains, covariates)
         aucs = [_auc(p, Y, test, model_symmetric, single) for p in probs]
         row[method] = {"auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs)), "aucs": aucs,
@@ -304,7 +310,9 @@ def summarise(results: dict) -> dict:
                           "frozen_splits": len(every) - len(rhats),
                           "seconds_per_split": float(np.mean([s[m]["seconds"] for s in splits if m in s])),
                           "saturated_share_max": max((s[m].get("saturated_share", 0.0) for s in splits if m in s), default=0.0),
-                          "paper": entry["paper"].get(m)}
+                          "k_frozen_splits": (sum(bool(s[m]["k_frozen"]) for s in splits if "k_frozen" in s.get(m, {}))
+                                              if any("k_frozen" in s.get(m, {}) for s in splits) else None),  # None: not recorded
+                          "paper": entry["paper"].get(m), **_size_range(splits, m)}
         for start in ("LFRM rand", "LFRM w/IRM"):
             gaps = [s[start]["auc_mean"] - s["IRM"]["auc_mean"] for s in splits if start in s and "IRM" in s]
             if gaps:
@@ -314,6 +322,15 @@ def summarise(results: dict) -> dict:
     return out
 
 
+def _size_range(splits: list, method: str) -> dict:
+    """The mean and range over every restart of every split of its mean K+ (LFRM), number of
+    clusters (IRM) or blocks (MMSB); empty for the baselines."""
+    sizes = np.concatenate([np.ravel(s[method]["size_mean_per_chain"]) for s in splits if "size_mean_per_chain" in s.get(method, {})] or [[]])
+    if not sizes.size:
+        return {}
+    return {"size_mean": float(sizes.mean()), "size_min": float(sizes.min()), "size_max": float(sizes.max())}
+
+
 def _table(summary: dict, st: dict) -> None:
     """Print the summary of each case: AUC rows, then the gap rows."""
     rows = []
@@ -321,17 +338,19 @@ def _table(summary: dict, st: dict) -> None:
         for m, v in s.items():
             if "gap_mean" in v:
                 rows.append([case, m, f"{v['gap_mean']:+.4f} ± {v['gap_sd']:.4f}", "-", f"above on {v['splits_above']}/{v['n_splits']}",
-                             "-", "-"])
+                             "-", "-", "-"])
                 continue
             paper = "-" if v["paper"] is None else f"{v['paper']:.4f}"
             rhat = "-" if v["r_hat_log_joint_median"] is None else f"{v['r_hat_log_joint_median']:.2f} / {v['r_hat_log_joint_max']:.2f}"
             if v.get("frozen_splits"):
                 rhat += f" (frozen on {v['frozen_splits']})"
+            size = f"{v['size_mean']:.1f} ({v['size_min']:.3g}-{v['size_max']:.3g})" if "size_mean" in v else "-"
             rows.append([case, m + (" (baseline)" if m in BASELINES else ""), f"{v['auc_mean']:.4f} ± {v['auc_sd']:.4f}", paper,
-                         str(v["n_splits"]), rhat, f"{v['seconds_per_split']:.0f}"])
+                         str(v["n_splits"]), rhat, size, f"{v['seconds_per_split']:.0f}"])
     print_table(f"\nLFRM Table 1: held-out AUC, mean ± sd over split seeds {st['split_seeds'][0]}..{st['split_seeds'][-1]} "
                 f"(each split: the mean over {st['chains']} restarts; MCMC {st['sweeps']} sweeps, {st['burn_in']} burn-in)",
-                ["data", "method", "AUC (or gap to IRM)", "paper", "splits", "R-hat log joint (median / max)", "s per split"], rows)
+                ["data", "method", "AUC (or gap to IRM)", "paper", "splits", "R-hat log joint (median / max)",
+                 "K+ / clusters / blocks per restart: mean (range)", "s per split"], rows)
     for case, s in summary.items():
         for m, v in s.items():
             if v.get("frozen_splits"):
@@ -339,6 +358,10 @@ def _table(summary: dict, st: dict) -> None:
                            f"log joint is infinite (each restart's log joint stayed at its own constant), at least {FROZEN_R_HAT:.0e} "
                            "(its variance within restarts is rounding noise against the spread between them) or undefined; "
                            "those splits are left out of the median / max; the restarts have not mixed.")
+            if v.get("k_frozen_splits"):
+                print_note(f"{case}, {m}: on {v['k_frozen_splits']} of {v['n_splits']} splits each restart kept one K+ through its "
+                           "retained draws, and the restarts differ in it: no feature was born or lost, so the number of features "
+                           "did not mix and each restart's AUC is that of its start's K+.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

@@ -23,7 +23,9 @@ def _fake_model(calls):
 
     def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
         saturated = 0.5 if method == "LFRM rand" else 0.0
-        return fit(method, key, Y, train, symmetric, chains, covariates), [1.0] * chains, 1.0 + 0.01 * len(calls), saturated
+        frozen = method == "LFRM w/IRM"  # its restarts keep K+ = 3 and 5 throughout
+        sizes = [3.0 + 2.0 * c for c in range(chains)] if frozen else [1.0] * chains
+        return fit(method, key, Y, train, symmetric, chains, covariates), sizes, 1.0 + 0.01 * len(calls), saturated, frozen
 
     def mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
         return fit("MMSB", key, Y, train, symmetric, restarts), [grid[0]] * restarts, {str(grid[0]): 0.0}
@@ -67,6 +69,11 @@ def test_summary_is_the_mean_over_splits_and_the_leaky_row_reads_mirrors(tmp_pat
     assert summary["LFRM rand"]["saturated_share_max"] == 0.5 and summary["IRM"]["saturated_share_max"] == 0
     assert "nips234 global, LFRM rand: 50.0% of a split's draws use all k_max columns" in printed
     assert printed.count("use all k_max") == 2  # LFRM rand in the main and the leaky row, no other method
+    # restarts that kept different K+ throughout: the K+ column gives their range, a note says so
+    assert summary["LFRM w/IRM"]["k_frozen_splits"] == 3 and summary["LFRM rand"]["k_frozen_splits"] == 0
+    assert (summary["LFRM w/IRM"]["size_min"], summary["LFRM w/IRM"]["size_max"]) == (3.0, 5.0)
+    assert "4.0 (3-5)" in printed and "nips234 global, LFRM w/IRM: on 3 of 3 splits each restart kept one K+" in printed
+    assert printed.count("kept one K+") == 1  # the leaky row runs LFRM rand only
 
     # the split protocol: unordered pairs never leak; the leaky row fits a directed model
     # on ordered cells, about 80% of whose held-out cells have their mirror in training
@@ -152,8 +159,8 @@ def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, 
     mcmc = exp._mcmc
 
     def irm_frozen(method, *args, **kwargs):
-        probs, sizes, r_hat, saturated = mcmc(method, *args, **kwargs)
-        return probs, sizes, next(values) if method == "IRM" else r_hat, saturated
+        probs, sizes, r_hat, saturated, frozen = mcmc(method, *args, **kwargs)
+        return probs, sizes, next(values) if method == "IRM" else r_hat, saturated, frozen
 
     monkeypatch.setattr(exp, "_mcmc", irm_frozen)
     irm = exp.run(tmp_path, splits=5, cases=[("countries", "global")])["summary"]["countries global"]["IRM"]

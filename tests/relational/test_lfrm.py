@@ -13,6 +13,7 @@ import pytest
 from scipy.special import expit, gammaln, log_ndtr
 from sklearn.metrics import roc_auc_score
 
+from bayeskit import datasets
 from bayeskit.relational import data as relational_data
 from bayeskit.relational import ibp, lfrm
 from bayeskit.relational.lfrm import gibbs, model
@@ -220,6 +221,37 @@ def test_random_and_given_starts_share_one_program():
     drawn = gibbs.init(jax.random.split(jax.random.key(2), 2)[1], data, hp, Z=gibbs.random_start(10, 4))
     np.testing.assert_array_equal(drawn.Z, start.Z)
     assert draws["Z"].shape == (2, 2, 10, 4)
+
+
+def test_frozen_feature_counts_flag_chains_stuck_at_different_k():
+    """The warning needs every chain of a model constant over at least FROZEN_MIN_DRAWS
+    draws and the chains at different K+; the single-relation case names the values."""
+    d = lfrm.FROZEN_MIN_DRAWS
+    stuck = np.stack([np.full(d, 3), np.full(d, 7)])
+    assert "(3, 7)" in lfrm.frozen_feature_counts(stuck)
+    assert lfrm.frozen_feature_counts(stuck[:, :-1]) is None  # too few draws to say
+    assert lfrm.frozen_feature_counts(np.full((2, d), 5)) is None  # one K+ for both: perhaps the posterior's
+    moving = stuck.copy()
+    moving[1, d // 2] = 8
+    assert lfrm.frozen_feature_counts(moving) is None
+    assert lfrm.frozen_feature_counts(stuck[:1]) is None  # one chain: nothing to compare
+    per_relation = np.stack([moving, stuck, np.full((2, d), 4)])  # (relation, chain, draw)
+    assert "in 1 of 3 relations" in lfrm.frozen_feature_counts(per_relation)
+
+
+def test_chains_that_keep_their_start_k_are_warned_about():
+    """Countries, all 56 relations in one model: chains started at 2 and 6 one-hot features
+    lose or gain none once their weights fit (a birth draws about 56 (2K + 1) weights from
+    the prior, and is rejected), so each keeps a K+ of its own; the sampler says so."""
+    d = datasets.load_relational("nations")
+    n = d["Y"].shape[-1]
+    Z = np.zeros((2, n, 6))
+    Z[0, :, :2], Z[1] = np.eye(2)[np.arange(n) % 2], np.eye(6)[np.arange(n) % 6]
+    with pytest.warns(RuntimeWarning, match="K\\+ did not change in any chain"):
+        s = lfrm.sample_posterior(jax.random.key(0), d["Y"], d["mask"], lfrm.Hyperparams(k_max=8), num_warmup=5,
+                                  num_samples=lfrm.FROZEN_MIN_DRAWS, num_chains=2, init_Z=Z, progress=False)
+    k = np.asarray(s["n_features"])
+    assert np.all(k == k[:, :1]) and k[0, 0] != k[1, 0] and np.sum(s["births"]) == 0
 
 
 @pytest.mark.filterwarnings("ignore:some draws use all")

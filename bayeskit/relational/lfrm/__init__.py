@@ -57,6 +57,29 @@ def irm_start(key, Y, mask=None, *, k_max: int, symmetric: bool = False, n_sweep
     return np.stack([one_hot(zc) for zc in z.reshape(-1, z.shape[-1])]).reshape(z.shape + (k_max,))
 
 
+FROZEN_MIN_DRAWS = 20  # fewer draws with one K+ each say little about the chains' moves
+
+
+def frozen_feature_counts(n_features) -> str | None:
+    """The warning for draws of K+ ((chain, draw) or (relation, chain, draw)) where every
+    chain of a model kept one K+ through all of at least ``FROZEN_MIN_DRAWS`` draws and its
+    chains differ in it: no feature was born or lost, so each chain's K+ is its start's
+    and the draws say nothing about the number of features. None otherwise."""
+    k = np.asarray(n_features)
+    k = k.reshape((-1,) + k.shape[-2:])  # (model, chain, draw)
+    if k.shape[1] < 2 or k.shape[2] < FROZEN_MIN_DRAWS:
+        return None
+    kept = np.all(k == k[..., :1], axis=-1)
+    frozen = np.all(kept, axis=1) & (np.ptp(k[..., 0], axis=1) > 0)
+    if not np.any(frozen):
+        return None
+    where = "" if k.shape[0] == 1 else f" in {int(frozen.sum())} of {k.shape[0]} relations"
+    example = ", ".join(str(int(v)) for v in k[np.argmax(frozen), :, 0])
+    return (f"the number of features K+ did not change in any chain over its {k.shape[2]} draws{where}, and the chains "
+            f"sit at different K+ ({example}): no feature was born or lost, so each chain's K+ is its start's. Compare "
+            "starts (the random start and irm_start) and report both, or run longer.")
+
+
 def _full_width(init_Z, n_runs: int, n: int, k_max: int, dtype) -> np.ndarray:
     """The start as ``k_max`` columns of ``dtype`` for each of ``n_runs`` chains (the random
     start when None), so that every start of the same data runs one compiled program."""
@@ -81,7 +104,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
     held-out and missing cells are False and never treated as zeros. Returns the draws
     (chain, draw, ...): Z (int8), W, c, alpha, sigma_w, n_features (K+), log_joint,
-    accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so),
+    accept (HMC), births and saturated (all ``k_max`` columns in use: a warning says so; another
+    warns when every chain kept one K+ of its own throughout, :func:`frozen_feature_counts`),
     and the regression terms c, beta, beta_p, beta_c, a, b (see :mod:`bayeskit.relational.lfrm.model`).
     ``covariates``: see :func:`check_covariates`; pass the same to ``predict_proba``.
     ``progress`` shows a bar over the sweeps (off under the ``CI`` environment variable).
@@ -108,6 +132,9 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if bool(np.any(np.asarray(samples["saturated"]))):
         warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
                       "there; raise k_max.", RuntimeWarning, stacklevel=2)
+    frozen = frozen_feature_counts(samples["n_features"])
+    if frozen:
+        warnings.warn(frozen, RuntimeWarning, stacklevel=2)
     return samples
 
 
@@ -124,6 +151,6 @@ def to_inference_data(samples: dict):
     with LFRMGibbs's sampler statistics apart; needs ``arviz``."""
     return mcmc.to_inference_data(samples, LFRMGibbs.sample_stats)
 
-__all__ = ["Hyperparams", "LFRMGibbs", "LINKS", "State", "diagnostics", "features_from_clusters",
-           "gibbs", "irm_start", "model", "predict_proba", "sample_posterior",
+__all__ = ["FROZEN_MIN_DRAWS", "Hyperparams", "LFRMGibbs", "LINKS", "State", "diagnostics", "features_from_clusters",
+           "frozen_feature_counts", "gibbs", "irm_start", "model", "predict_proba", "sample_posterior",
            "to_inference_data"]
