@@ -53,6 +53,10 @@ class LFRMLinkPredictor(_LinkPredictor):
         Random features, or the clusters of 15 IRM Gibbs sweeps (the paper's "LFRM w/IRM").
     offsets : bool, default=False
         Per-object sender and receiver offsets a_i, b_j (the paper's full model).
+    births : {"prior", "fitted"}, default="prior"
+        A new feature's weights proposed from the prior (the paper's move) or from a
+        Gaussian fitted to its object's cells; "fitted" lets features be born where many
+        relations make a prior draw hopeless (``bayeskit.relational.lfrm.Hyperparams``).
     num_warmup, num_samples, num_chains : MCMC sizes (chains vectorised).
     random_state : int, RandomState or None
     progress : bool, default=True
@@ -72,13 +76,14 @@ class LFRMLinkPredictor(_LinkPredictor):
 
     _takes_covariates = True
 
-    def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", offsets=False, num_warmup=200,
-                 num_samples=800, num_chains=1, random_state=None, progress=True):
+    def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", offsets=False, births="prior",
+                 num_warmup=200, num_samples=800, num_chains=1, random_state=None, progress=True):
         self.n_features_max = n_features_max
         self.link = link
         self.symmetric = symmetric
         self.init = init
         self.offsets = offsets
+        self.births = births
         self.num_warmup = num_warmup
         self.num_samples = num_samples
         self.num_chains = num_chains
@@ -89,7 +94,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         validation.check_choice("init", self.init, ("random", "irm"))
         Y, mask = self._prepare(Y, mask, covariates)
         self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric,
-                                             offsets=self.offsets)
+                                             offsets=self.offsets, births=self.births)
         self.covariates_ = relational_data.check_covariates(covariates, Y.shape[1], self.symmetric)
         k_init, k_mcmc = _key(self.random_state, 2)
         start = None

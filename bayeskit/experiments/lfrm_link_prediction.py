@@ -78,9 +78,10 @@ MMSB_BLOCKS = {"countries": (3, 5, 8), "kinship": (6, 10, 14), "nips234": (5, 10
 SPLITS = 10  # split seeds in the full run
 FULL_ORDER = [("nips234", "global"), ("countries", "global"), ("countries", "single"), ("kinship", "global"), ("kinship", "single")]
 # labelled extra rows of a case and the methods they rerun: "leaky" holds out ordered entries of
-# the symmetric network and fits a directed model; "covariates" gives the LFRM the country features
+# the symmetric network and fits a directed model; "covariates" gives the LFRM the country features;
+# "fitted births" proposes a new feature's weights from a Gaussian fitted to its object's cells
 EXTRA_ROWS = {("nips234", "global"): {"leaky": ("LFRM rand",)},
-              ("countries", "global"): {"covariates": ("LFRM rand", "LFRM w/IRM")},
+              ("countries", "global"): {"covariates": ("LFRM rand", "LFRM w/IRM"), "fitted births": ("LFRM rand", "LFRM w/IRM")},
               ("countries", "single"): {"covariates": ("LFRM rand", "LFRM w/IRM")}}
 PROTOCOL = ("20% of the observed off-diagonal cells held out per split seed (holdout_split: unordered pairs for the "
             "undirected NIPS network, each counted once; ordered cells for the directed relations); the leaky row holds "
@@ -137,7 +138,7 @@ def r_hat_log_joint(samples, single: bool) -> float:
                          for x in per_run]))
 
 
-def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
+def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None, births="prior"):
     """Per-restart probabilities, mean K+ (LFRM) or clusters (IRM) per restart, the
     R-hat of the log joint over the restarts, the share of draws that use all ``k_max``
     columns (clusters) and (LFRM) whether the restarts kept different K+ throughout
@@ -146,14 +147,14 @@ def _mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", r"(some draws use all k_max|a chain used all c_max|the number of features K\+ did not change)",
                                 RuntimeWarning)
-        probs, sizes, s = _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates)
+        probs, sizes, s = _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates, births)
     frozen = method != "IRM" and lfrm.frozen_feature_counts(sizes) is not None
     sizes = np.asarray(sizes, float)
     saturated = float(np.mean(sizes >= k_max))
     return probs, (sizes.mean((0, 2)) if single else sizes.mean(1)).tolist(), r_hat_log_joint(s, single), saturated, frozen
 
 
-def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates):
+def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates, births):
     if method == "IRM":
         hp = irm.Hyperparams(c_max=k_max, symmetric=symmetric, split_merge=IRM_SPLIT_MERGE)
         s = irm.sample_posterior(key, Y, train, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=chains,
@@ -161,7 +162,7 @@ def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
         probs = [np.asarray(irm.predict_proba(sc, Y, train, hp)) for sc in _chains(s, single)]
         sizes = s["n_clusters"]
     else:
-        hp = lfrm.Hyperparams(k_max=k_max, symmetric=symmetric)
+        hp = lfrm.Hyperparams(k_max=k_max, symmetric=symmetric, births=births)
         k_start, k_run = jax.random.split(key)
         start = None
         if method == "LFRM w/IRM":
@@ -218,7 +219,8 @@ def _settings(quick: bool, seed: int, splits, sweeps, burn, chains) -> dict:
 def _lfrm_priors() -> dict:
     """The library's LFRM priors this run used (a rerun under other ones starts afresh)."""
     hp = lfrm.Hyperparams()
-    return {"alpha_prior": list(hp.alpha_prior), "sigma_w_prior": list(hp.sigma_w_prior), "bias_scale": hp.bias_scale}
+    return {"alpha_prior": list(hp.alpha_prior), "sigma_w_prior": list(hp.sigma_w_prior), "bias_scale": hp.bias_scale,
+            "births": hp.births}
 
 
 def _cases(quick: bool, cases) -> list:
@@ -234,7 +236,7 @@ def _cases(quick: bool, cases) -> list:
     return out
 
 
-ROW_LABELS = {"leaky": ", entries (leaky)", "covariates": ", LFRM with covariates"}
+ROW_LABELS = {"leaky": ", entries (leaky)", "covariates": ", LFRM with covariates", "fitted births": ", LFRM with fitted births"}
 
 
 def case_label(name: str, setting: str, row: str) -> str:
@@ -257,6 +259,7 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
     model_symmetric = symmetric and row_kind != "leaky"  # the leaky protocol reads each held-out cell's mirror
     k_max = st["k_max"][f"{name} {setting}"]
     covariates = country_covariates(d) if row_kind == "covariates" else None
+    births = "fitted" if row_kind == "fitted births" else lfrm.Hyperparams().births
     only = EXTRA_ROWS.get((name, setting), {}).get(row_kind)
     keys = jax.random.split(jax.random.fold_in(jax.random.key(split_seed), len(name)), len(METHODS))
     row = dict(done or {})
@@ -271,7 +274,7 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
             probs, sizes, extra["bic"] = _mmsb(key, Y, train, model_symmetric, single, chains, st["mmsb_em_sweeps"], grid)
         else:
             probs, sizes, extra["r_hat_log_joint"], extra["saturated_share"], extra["k_frozen"] = _mcmc(
-                method, key, Y, train, k_max, model_symmetric, single, sweeps, burn, chains, covariates)
+                method, key, Y, train, k_max, model_symmetric, single, sweeps, burn, chains, covariates, births)
         aucs = [_auc(p, Y, test, model_symmetric, single) for p in probs]
         row[method] = {"auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs)), "aucs": aucs,
                        "size_mean_per_chain": sizes, "seconds": time.perf_counter() - t, **extra}

@@ -25,9 +25,10 @@ def _network(seed=0, n=24):
     return Y, P, off & ~test, test
 
 
-def test_lfrm_with_irm_start_and_two_chains():
+@pytest.mark.parametrize("births", ["prior", "fitted"])
+def test_lfrm_with_irm_start_and_two_chains(births):
     Y, P, train, test = _network()
-    est = LFRMLinkPredictor(n_features_max=8, init="irm", num_warmup=25, num_samples=25, num_chains=2, random_state=0)
+    est = LFRMLinkPredictor(n_features_max=8, init="irm", births=births, num_warmup=25, num_samples=25, num_chains=2, random_state=0)
     prob = est.fit(Y, train).predict_proba()
     assert prob.shape == Y.shape and est.samples_["Z"].shape[:2] == (2, 25)
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.05
@@ -47,6 +48,8 @@ def test_errors():
     Y, _, train, _ = _network()
     with pytest.raises(ValueError, match="init"):
         LFRMLinkPredictor(init="kmeans").fit(Y)
+    with pytest.raises(ValueError, match="births"):
+        LFRMLinkPredictor(births="data").fit(Y)
     with pytest.raises(ValueError, match="covariates must be a dict"):
         LFRMLinkPredictor().fit(Y, covariates=np.ones((24, 2)))
     with pytest.raises(ValueError, match="symmetric"):

@@ -14,18 +14,19 @@ def _fake_model(calls):
     """A stand-in for _mcmc / _mmsb: scores from the training links (common neighbours)
     plus method-specific noise; records what it was called with."""
 
-    def fit(method, key, Y, train, symmetric, chains, covariates=None):
-        calls.append({"method": method, "train": np.asarray(train), "symmetric": symmetric, "covariates": covariates is not None})
+    def fit(method, key, Y, train, symmetric, chains, covariates=None, births=None):
+        calls.append({"method": method, "train": np.asarray(train), "symmetric": symmetric, "covariates": covariates is not None,
+                      "births": births})
         A = np.where(train, Y, 0).astype(float)
         rng = np.random.default_rng(len(calls))
         scale = {"LFRM rand": 0.1, "LFRM w/IRM": 0.2, "IRM": 1.0, "MMSB": 3.0}[method]
         return [A @ A + scale * rng.random(A.shape) for _ in range(chains)]
 
-    def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None):
+    def mcmc(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains, covariates=None, births="prior"):
         saturated = 0.5 if method == "LFRM rand" else 0.0
         frozen = method == "LFRM w/IRM"  # its restarts keep K+ = 3 and 5 throughout
         sizes = [3.0 + 2.0 * c for c in range(chains)] if frozen else [1.0] * chains
-        return fit(method, key, Y, train, symmetric, chains, covariates), sizes, 1.0 + 0.01 * len(calls), saturated, frozen
+        return fit(method, key, Y, train, symmetric, chains, covariates, births), sizes, 1.0 + 0.01 * len(calls), saturated, frozen
 
     def mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
         return fit("MMSB", key, Y, train, symmetric, restarts), [grid[0]] * restarts, {str(grid[0]): 0.0}
@@ -124,6 +125,16 @@ def test_only_the_labelled_countries_row_gives_the_lfrm_covariates(tmp_path, fak
     fake.clear()
     exp.run(tmp_path, splits=2, cases=[("countries", "single")])
     assert [(c["method"], c["covariates"]) for c in fake] == [("LFRM rand", False)]
+
+
+def test_only_the_labelled_countries_row_proposes_fitted_births(tmp_path, fake):
+    payload = exp.run(tmp_path, splits=1, cases=[("countries", "global")])
+    label = "countries global, LFRM with fitted births"
+    assert set(payload["results"]) == {"countries global", "countries global, LFRM with covariates", label}
+    lfrm_calls = [(c["method"], c["births"], c["covariates"]) for c in fake if c["method"].startswith("LFRM")]
+    assert lfrm_calls == [("LFRM rand", "prior", False), ("LFRM w/IRM", "prior", False), ("LFRM rand", "prior", True),
+                          ("LFRM w/IRM", "prior", True), ("LFRM rand", "fitted", False), ("LFRM w/IRM", "fitted", False)]
+    assert payload["lfrm_priors"]["births"] == "prior" and payload["extra_rows"][label] == ["LFRM rand", "LFRM w/IRM"]
 
 
 def test_r_hat_of_the_log_joint_flags_chains_that_disagree():

@@ -100,6 +100,54 @@ def test_flip_log_odds_equal_the_brute_force_posterior_ratio(link, symmetric):
             assert float(got) == pytest.approx(want, abs=1e-8)
 
 
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_fitted_birth_proposal_is_one_fisher_scoring_step(symmetric):
+    """births="fitted": for a new feature of row i alone, the proposal's precision is minus
+    the Hessian (logistic: the expected Fisher information) of the log-likelihood of row i's
+    and column i's off-diagonal cells in the new weights, plus the prior precision, and its
+    mean one Newton step from zero; both by finite differences of the NumPy likelihood."""
+    rng = np.random.default_rng(3)
+    sigma_w, h = 0.8, 1e-4
+    Y, mask, Z, W, reg, cov = _problem(rng)
+    if symmetric:
+        Y, mask = np.triu(Y, 1) + np.swapaxes(np.triu(Y, 1), 1, 2), mask & np.swapaxes(mask, 1, 2)
+    data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, symmetric)
+    shared = Zo.sum(0) > 0
+    Z[i] *= shared  # row i without features of its own
+    new = int(np.flatnonzero(~shared)[0])
+    Zb = Z.copy()
+    Zb[i, new] = 1
+    cells = np.zeros_like(mask)
+    cells[:, i, :], cells[:, :, i] = mask[:, i, :], mask[:, :, i]
+    cells[:, i, i] = False
+    hp = lfrm.Hyperparams(k_max=Z.shape[1], symmetric=symmetric, births="fitted")
+    etas = gibbs._row_etas(jnp.asarray(Z[i]), i, jnp.asarray(Zo), model.symmetrise(jnp.asarray(W), symmetric), O)
+    (La, ma), (Lb, mb) = gibbs.fitted_weights(etas, i, jnp.asarray(Zo), jnp.asarray(shared), sigma_w, data, hp)
+    S = np.flatnonzero(shared)
+    sides = [(La, ma, "row")] if symmetric else [(La, ma, "row"), (Lb, mb, "col")]
+    for L, m, side in sides:
+        for r in range(Y.shape[0]):
+            def loglik(w, r=r, side=side):
+                Wx = W.copy()
+                Wx[:, new, :], Wx[:, :, new] = 0.0, 0.0
+                if side == "row" or symmetric:
+                    Wx[r, new, S] = w
+                if side == "col" or symmetric:
+                    Wx[r, S, new] = w
+                return _np_loglik(Y, cells, Zb, Wx, reg, cov, "logistic", symmetric)
+
+            def grad(w):
+                return np.array([(loglik(w + h * e) - loglik(w - h * e)) / (2 * h) for e in np.eye(len(S))])
+
+            zero = np.zeros(len(S))
+            g = grad(zero)
+            hess = np.array([(grad(h * e) - grad(-h * e)) / (2 * h) for e in np.eye(len(S))])
+            F = -hess + np.eye(len(S)) / sigma_w**2
+            got = np.asarray(L[r] @ L[r].T)[np.ix_(S, S)]
+            np.testing.assert_allclose(got, F, atol=1e-5)
+            np.testing.assert_allclose(np.asarray(m[r])[S], np.linalg.solve(F, g), atol=1e-5)
+
+
 def test_row_likelihood_differences_equal_full_likelihood_differences():
     """The birth move's ratio: changing row i and the weights of columns only row i uses
     changes the full likelihood exactly as the row's cells say."""
@@ -187,6 +235,7 @@ def test_with_one_observed_cell_the_features_follow_the_prior():
     (np.zeros((4, 4)), None, lfrm.Hyperparams(k_max=0), "k_max"),
     (np.zeros((4, 4)), None, lfrm.Hyperparams(alpha_prior=(-1.0, 1.0)), "alpha_prior"),
     (np.zeros((4, 4)), None, lfrm.Hyperparams(link="cauchit"), "link"),
+    (np.zeros((4, 4)), None, lfrm.Hyperparams(births="data"), "births"),
     (np.triu(np.ones((4, 4)), 1), None, lfrm.Hyperparams(symmetric=True), "symmetric"),
 ])
 def test_bad_input(Y, mask, hp, match):
@@ -239,6 +288,7 @@ def test_frozen_feature_counts_flag_chains_stuck_at_different_k():
     assert "in 1 of 3 relations" in lfrm.frozen_feature_counts(per_relation)
 
 
+@pytest.mark.filterwarnings("ignore:some draws use all")
 def test_chains_that_keep_their_start_k_are_warned_about():
     """Countries, all 56 relations in one model: chains started at 2 and 6 one-hot features
     lose or gain none once their weights fit (a birth draws about 56 (2K + 1) weights from
@@ -252,6 +302,10 @@ def test_chains_that_keep_their_start_k_are_warned_about():
                                   num_samples=lfrm.FROZEN_MIN_DRAWS, num_chains=2, init_Z=Z, progress=False)
     k = np.asarray(s["n_features"])
     assert np.all(k == k[:, :1]) and k[0, 0] != k[1, 0] and np.sum(s["births"]) == 0
+    # births proposed from weights fitted to the row's cells are accepted: the chains grow
+    fitted = lfrm.sample_posterior(jax.random.key(0), d["Y"], d["mask"], lfrm.Hyperparams(k_max=8, births="fitted"),
+                                   num_warmup=5, num_samples=lfrm.FROZEN_MIN_DRAWS, num_chains=2, init_Z=Z, progress=False)
+    assert np.sum(fitted["births"]) > 0 and np.all(np.asarray(fitted["n_features"])[:, -1] > k[:, -1])
 
 
 @pytest.mark.filterwarnings("ignore:some draws use all")
@@ -318,21 +372,23 @@ def _batch_se(x, batches=10):
     return means.std(ddof=1) / math.sqrt(means.size)
 
 
-def test_successive_conditional_simulation_recovers_the_prior(link="logistic"):
+@pytest.mark.parametrize("births,symmetric", [("prior", False), ("fitted", False), ("fitted", True)])
+def test_successive_conditional_simulation_recovers_the_prior(births, symmetric, link="logistic"):
     """Geweke's "getting it right" test of the whole sampler: alternate one sweep given Y
     with a fresh Y drawn from the likelihood given the state. The chain then samples the
     prior, so K+, alpha, the bias and the weight precision must have their prior moments
     (E K+ = E[alpha] H_N for the IBP). (The probit link's conditionals are checked against
     brute force above; it shares every other step.)"""
     n, k_max, steps = 5, 14, 2500
-    hp = lfrm.Hyperparams(k_max=k_max, link=link, hmc_steps=4, alpha_prior=(2.0, 2.0), sigma_w_prior=(3.0, 3.0), bias_scale=1.0)
-    mask = jnp.asarray(~np.eye(n, dtype=bool))[None]
-    data = relational_data.as_data(np.zeros((1, n, n), np.int8), mask, False)
+    hp = lfrm.Hyperparams(k_max=k_max, link=link, hmc_steps=4, alpha_prior=(2.0, 2.0), sigma_w_prior=(3.0, 3.0), bias_scale=1.0,
+                          births=births, symmetric=symmetric)
+    mask = jnp.asarray(np.triu(np.ones((n, n), bool), 1) if symmetric else ~np.eye(n, dtype=bool))[None]
+    data = relational_data.as_data(np.zeros((1, n, n), np.int8), mask, symmetric)
 
     def transition(carry, key):
         state, d = carry
         state = gibbs.step(state, d, hp)  # the sweep's own key lives in the state
-        eta = model.logits(state.Z, state.W, state.reg, d.covariates, False)
+        eta = model.logits(state.Z, state.W, state.reg, d.covariates, symmetric)
         Y = jax.random.bernoulli(key, model.link_prob(eta, link)).astype(d.Y.dtype)
         stats = (jnp.sum(state.Z.sum(0) > 0).astype(float), state.alpha, state.reg.c[0], 1 / state.sigma_w**2)
         return (state, relational_data.Data(jnp.where(mask, Y, 0.0), mask, d.covariates)), stats

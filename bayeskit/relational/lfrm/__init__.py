@@ -16,11 +16,12 @@ from bayeskit.relational import irm
 from bayeskit.relational.data import as_data, by_relation, check_covariates, check_relations, per_relation
 from bayeskit.relational.lfrm import gibbs, model
 from bayeskit.relational.lfrm.gibbs import LFRMGibbs
-from bayeskit.relational.lfrm.model import LINKS, Hyperparams, State
+from bayeskit.relational.lfrm.model import BIRTHS, LINKS, Hyperparams, State
 
 
 def _check_hparams(hparams: Hyperparams):
     validation.check_choice("link", hparams.link, LINKS)
+    validation.check_choice("births", hparams.births, BIRTHS)
     if hparams.k_max < 1:
         raise ValueError(f"k_max must be at least 1; got {hparams.k_max}.")
     if hparams.hmc_steps < 1:
@@ -151,6 +152,6 @@ def to_inference_data(samples: dict):
     with LFRMGibbs's sampler statistics apart; needs ``arviz``."""
     return mcmc.to_inference_data(samples, LFRMGibbs.sample_stats)
 
-__all__ = ["FROZEN_MIN_DRAWS", "Hyperparams", "LFRMGibbs", "LINKS", "State", "diagnostics", "features_from_clusters",
+__all__ = ["BIRTHS", "FROZEN_MIN_DRAWS", "Hyperparams", "LFRMGibbs", "LINKS", "State", "diagnostics", "features_from_clusters",
            "frozen_feature_counts", "gibbs", "irm_start", "model", "predict_proba", "sample_posterior",
            "to_inference_data"]

@@ -10,7 +10,13 @@ and sigma_w, wired as a numpyro ``MCMCKernel``.
   features ~ Poisson(alpha / N) with fresh weights N(0, sigma_w^2) in the free columns,
   accepted with the likelihood ratio of row i's cells (an independence Metropolis-
   Hastings step whose proposal is the prior, so the move is exact; the paper instead
-  weights each count by a Monte Carlo average of the likelihood over prior draws).
+  weights each count by a Monte Carlo average of the likelihood over prior draws). With
+  ``births="fitted"`` the weights between a new feature and the features other objects
+  have come instead from a Gaussian fitted to row i's and column i's cells
+  (:func:`fitted_weights`), the same for the features proposed and the features removed,
+  and the ratio gains prior / proposal densities of both: with many relations a prior
+  draw moves every cell of the row at random and is rejected (on the 56 relations of the
+  countries data no birth was accepted in 200 sweeps), a fitted one can be accepted.
 * W and the regression terms (bias, covariate coefficients, offsets) jointly by
   Hamiltonian Monte Carlo (``hmc_steps`` leapfrog steps, a diagonal mass from the
   expected Fisher information given Z, the step size adapted to ``target_accept`` during
@@ -98,6 +104,60 @@ def _flip_log_odds(z, k, i, Zo, m_o, Wf, O, data: Data, link: str):
     return _flip(z, k, i, m_o, etas, _cells_loglik(*etas, i, data, link), *gains, Wf, O, data, link)[0]
 
 
+def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparams):
+    """The proposal of a birth's weights under ``births="fitted"``: for a new feature k of
+    object i alone, the weights a_r = W_r[k, l] (row i's cells) and b_r = W_r[l, k] (column
+    i's) over the features l others have get N(m, F^-1) per relation, F = A' V A + I /
+    sigma_w^2 and m = F^-1 A' s: one Fisher-scoring step from zero for the cells of row
+    and column i (off the diagonal), where A = Zo (the others' features), s and V are the
+    score and expected Fisher information of each cell at ``etas`` (row i without its own
+    features). Undirected: one vector a = b over both cell sets. Returns the Cholesky
+    factors of F (R, K, K) and the means (R, K) for a and for b; entries outside ``shared``
+    are left to the prior."""
+    row, col = etas
+    not_i = jnp.arange(row.shape[-1]) != i
+
+    def score_fisher(y, eta, seen):
+        s = jax.grad(lambda e: jnp.sum(log_lik_cell(y, e, hparams.link)))(eta)
+        v = _fisher_scale(link_prob(eta, hparams.link), hparams.link)
+        seen = (seen & not_i).astype(eta.dtype)
+        return s * seen, v * seen
+
+    s_row, v_row = score_fisher(data.Y[:, i, :], row, data.mask[:, i, :])
+    s_col, v_col = score_fisher(data.Y[:, :, i], col, data.mask[:, :, i])
+    if hparams.symmetric:
+        s_row, v_row = s_row + s_col, v_row + v_col
+    eye = jnp.eye(Zo.shape[1], dtype=Zo.dtype)
+
+    def gaussian(s, v):
+        F = jnp.einsum("jk,rj,jl->rkl", Zo, v, Zo) + eye / sigma_w**2
+        F = jnp.where(shared[:, None] & shared[None, :], F, eye)  # others: a unit normal, not used
+        L = jnp.linalg.cholesky(F)
+        m = jax.scipy.linalg.cho_solve((L, True), jnp.where(shared, s @ Zo, 0.0)[..., None])[..., 0]
+        return L, m
+
+    return gaussian(s_row, v_row), gaussian(s_col, v_col)
+
+
+def _draw_fitted(key, L, m, n_cols):
+    """``n_cols`` draws (R, n_cols, K) of N(m, (L L')^-1) per relation."""
+    eps = jax.random.normal(key, (L.shape[0], n_cols, L.shape[-1]), L.dtype)
+    u = jax.scipy.linalg.solve_triangular(L, jnp.swapaxes(eps, -1, -2), lower=True, trans="T")
+    return m[:, None, :] + jnp.swapaxes(u, -1, -2)
+
+
+def _log_ratio_fitted(w, L, m, sigma_w, shared):
+    """sum over relations of log N(w_S | 0, sigma_w^2) - log q(w_S) on the entries S =
+    ``shared`` (q's marginal there: F is block diagonal between S and the rest), for
+    each of the rows of ``w`` (R, C, K)."""
+    w = jnp.where(shared, w, 0.0)
+    d = jnp.einsum("rkl,rcl->rck", jnp.swapaxes(L, -1, -2), w - m[:, None, :])  # L'(w - m)
+    half_logdet = jnp.sum(jnp.where(shared, jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), 0.0), -1)
+    log_q = -0.5 * jnp.sum(jnp.where(shared, d * d, 0.0), -1) + half_logdet[:, None]
+    log_p = jnp.sum(jnp.where(shared, -0.5 * (w / sigma_w) ** 2 - jnp.log(sigma_w), 0.0), -1)
+    return jnp.sum(log_p - log_q, 0)  # (C,): the 2 pi terms cancel
+
+
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     n, k_max = Z.shape
     k_flip, k_count, k_w, k_acc = jax.random.split(key, 4)
@@ -129,7 +189,23 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     z_new = z * shared + (free & (jnp.cumsum(free) <= n_new)).astype(z.dtype)
     touches_free = (free[:, None] | free[None, :]) & weight_entries(k_max, hparams.symmetric)
     W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
-    log_ratio = _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
+    log_ratio = jnp.zeros((), W.dtype)
+    if hparams.births == "fitted":
+        (La, ma), (Lb, mb) = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
+        born, own = (z_new > 0) & free, (z > 0) & free  # the proposed and the current features of row i alone
+        k_a, k_b = jax.random.split(jax.random.fold_in(k_w, 1))  # the prior births' stream stays as it was
+        a = _draw_fitted(k_a, La, ma, k_max)  # (R, k', l): W_r[k', l] for a new column k'
+        to_row, to_col = born[None, :, None] & shared[None, None, :], shared[None, :, None] & born[None, None, :]
+        if hparams.symmetric:
+            W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(a, -1, -2), W_new))
+            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), La, ma, sigma_w, shared), 0.0))
+        else:
+            b = _draw_fitted(k_b, Lb, mb, k_max)  # (R, k', l): W_r[l, k']
+            W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(b, -1, -2), W_new))
+            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(Wx, La, ma, sigma_w, shared)
+                                                       + _log_ratio_fitted(jnp.swapaxes(Wx, -1, -2), Lb, mb, sigma_w, shared), 0.0))
+        log_ratio = ratio(W_new, born) - ratio(W, own)
+    log_ratio += _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
     z, W = jnp.where(accept, z_new, z), jnp.where(accept, W_new, W)
     return Z.at[i].set(z), W, accept & (n_new > 0)

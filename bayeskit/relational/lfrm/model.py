@@ -32,6 +32,7 @@ from bayeskit.relational.data import Covariates, Data
 from bayeskit.relational.ibp import prior as ibp_prior
 
 LINKS = ("logistic", "probit")
+BIRTHS = ("prior", "fitted")
 
 
 class Hyperparams(eqx.Module):
@@ -57,6 +58,13 @@ class Hyperparams(eqx.Module):
         (12-14 on countries), max |W| 5-8, and held-out AUC is unchanged or better.
     bias_scale : prior standard deviation of each bias c_r.
     target_accept : acceptance rate the HMC step size is adapted to during warm-up.
+    births : {"prior", "fitted"}
+        How a birth proposes the weights between a new feature of one object and the
+        features other objects have: from the prior (the paper's move) or from a Gaussian
+        fitted to that object's cells (one Fisher-scoring step from zero;
+        :func:`bayeskit.relational.lfrm.gibbs.fitted_weights`), which the acceptance ratio
+        corrects for. With many relations a prior draw perturbs every cell of the row at
+        random and is rejected.
     offsets : bool
         Include the per-object sender and receiver offsets a_i, b_j.
     coefficient_scale, offset_scale : prior standard deviations of the covariate
@@ -72,6 +80,7 @@ class Hyperparams(eqx.Module):
     bias_scale: float = 10.0
     target_accept: float = 0.75
     offsets: bool = eqx.field(static=True, default=False)
+    births: str = eqx.field(static=True, default="prior")
     coefficient_scale: float = 1.0
     offset_scale: float = 1.0
 
@@ -208,5 +217,5 @@ class State(eqx.Module):
 REGRESSION_TERMS = ("c", "beta", "beta_p", "beta_c", "a", "b")
 
 
-__all__ = ["Hyperparams", "LINKS", "REGRESSION_TERMS", "Regression", "State", "link_prob", "log_joint", "log_lik_cell",
+__all__ = ["BIRTHS", "Hyperparams", "LINKS", "REGRESSION_TERMS", "Regression", "State", "link_prob", "log_joint", "log_lik_cell",
            "log_likelihood", "log_prior_regression", "logits", "offset", "symmetrise", "zero_regression"]
