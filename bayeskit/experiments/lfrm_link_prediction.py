@@ -23,7 +23,10 @@ through every retained draw (no feature born or lost: the number of features did
 IRM, MMSB and the LFRM rows take no covariates; on countries a labelled
 "LFRM with covariates" row adds the paper's sender and receiver covariates, the 111
 country features (centred; a missing feature at its mean), each relation with its own
-coefficients (the paper's pair covariate exp(-distance) is not in the data). The file's
+coefficients (the paper's pair covariate exp(-distance) is not in the data). A labelled
+countries row "LFRM with fitted births" reruns both LFRM starts with births="fitted" (a new
+feature's weights proposed from a Gaussian fitted to its object's cells; the main rows use
+the paper's prior draws, under which no feature is born on the 56 relations). The file's
 features are one-of-n coded: 111 columns of rank 13 over 14 countries, so each relation's
 222 coefficients act as free per-country effects with prior sd near 4.7 on the logit scale;
 the row lost 0.01-0.02 AUC against the LFRM without them on the splits tried. Logistic link; K_max 16
@@ -363,8 +366,8 @@ def _table(summary: dict, st: dict) -> None:
                            "those splits are left out of the median / max; the restarts have not mixed.")
             if v.get("k_frozen_splits"):
                 print_note(f"{case}, {m}: on {v['k_frozen_splits']} of {v['n_splits']} splits each restart kept one K+ through its "
-                           "retained draws, and the restarts differ in it: no feature was born or lost, so the number of features "
-                           "did not mix and each restart's AUC is that of its start's K+.")
+                           "retained draws (single setting: in at least one relation), and the restarts differ in it: no feature "
+                           "was born or lost, so the number of features did not mix and each restart's AUC is that of its K+.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

@@ -30,7 +30,7 @@ def test_lfrm_with_irm_start_and_two_chains(births):
     Y, P, train, test = _network()
     est = LFRMLinkPredictor(n_features_max=8, init="irm", births=births, num_warmup=25, num_samples=25, num_chains=2, random_state=0)
     prob = est.fit(Y, train).predict_proba()
-    assert prob.shape == Y.shape and est.samples_["Z"].shape[:2] == (2, 25)
+    assert prob.shape == Y.shape and est.samples_["Z"].shape[:2] == (2, 25) and est.hyperparams_.births == births
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.05
     assert 1 <= est.n_features_ <= 8
     assert set(est.diagnostics_) == {"log_joint", "n_features"} and est.diagnostics_["log_joint"]["ess"] > 0

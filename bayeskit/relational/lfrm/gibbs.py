@@ -111,9 +111,9 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
     sigma_w^2 and m = F^-1 A' s: one Fisher-scoring step from zero for the cells of row
     and column i (off the diagonal), where A = Zo (the others' features), s and V are the
     score and expected Fisher information of each cell at ``etas`` (row i without its own
-    features). Undirected: one vector a = b over both cell sets. Returns the Cholesky
-    factors of F (R, K, K) and the means (R, K) for a and for b; entries outside ``shared``
-    are left to the prior."""
+    features). Undirected: one vector a = b over both cell sets, returned for both. Returns
+    the Cholesky factors of F (R, K, K) and the means (R, K) for a and for b; entries outside
+    ``shared`` are left to the prior."""
     row, col = etas
     not_i = jnp.arange(row.shape[-1]) != i
 
@@ -125,8 +125,6 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
 
     s_row, v_row = score_fisher(data.Y[:, i, :], row, data.mask[:, i, :])
     s_col, v_col = score_fisher(data.Y[:, :, i], col, data.mask[:, :, i])
-    if hparams.symmetric:
-        s_row, v_row = s_row + s_col, v_row + v_col
     eye = jnp.eye(Zo.shape[1], dtype=Zo.dtype)
 
     def gaussian(s, v):
@@ -136,6 +134,9 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
         m = jax.scipy.linalg.cho_solve((L, True), jnp.where(shared, s @ Zo, 0.0)[..., None])[..., 0]
         return L, m
 
+    if hparams.symmetric:
+        both = gaussian(s_row + s_col, v_row + v_col)
+        return both, both
     return gaussian(s_row, v_row), gaussian(s_col, v_col)
 
 
@@ -160,7 +161,7 @@ def _log_ratio_fitted(w, L, m, sigma_w, shared):
 
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     n, k_max = Z.shape
-    k_flip, k_count, k_w, k_acc = jax.random.split(key, 4)
+    k_flip, k_count, k_w, k_acc, k_fit = jax.random.split(key, 5)  # the first four as split(key, 4) gave them
     z, Zo = Z[i], Z.at[i].set(0.0)
     m_o = Zo.sum(0)
     shared = m_o > 0
@@ -193,11 +194,12 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     if hparams.births == "fitted":
         (La, ma), (Lb, mb) = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
         born, own = (z_new > 0) & free, (z > 0) & free  # the proposed and the current features of row i alone
-        k_a, k_b = jax.random.split(jax.random.fold_in(k_w, 1))  # the prior births' stream stays as it was
+        k_a, k_b = jax.random.split(k_fit)
         a = _draw_fitted(k_a, La, ma, k_max)  # (R, k', l): W_r[k', l] for a new column k'
         to_row, to_col = born[None, :, None] & shared[None, None, :], shared[None, :, None] & born[None, None, :]
-        if hparams.symmetric:
-            W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(a, -1, -2), W_new))
+        if hparams.symmetric:  # the upper triangle holds the weights; the lower stays the prior's auxiliary draws
+            upper = weight_entries(k_max, True)
+            W_new = jnp.where(to_row & upper, a, jnp.where(to_col & upper, jnp.swapaxes(a, -1, -2), W_new))
             ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), La, ma, sigma_w, shared), 0.0))
         else:
             b = _draw_fitted(k_b, Lb, mb, k_max)  # (R, k', l): W_r[l, k']

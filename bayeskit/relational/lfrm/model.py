@@ -64,7 +64,8 @@ class Hyperparams(eqx.Module):
         fitted to that object's cells (one Fisher-scoring step from zero;
         :func:`bayeskit.relational.lfrm.gibbs.fitted_weights`), which the acceptance ratio
         corrects for. With many relations a prior draw perturbs every cell of the row at
-        random and is rejected.
+        random and is almost always rejected (countries, 56 relations: none accepted in
+        200 sweeps).
     offsets : bool
         Include the per-object sender and receiver offsets a_i, b_j.
     coefficient_scale, offset_scale : prior standard deviations of the covariate
