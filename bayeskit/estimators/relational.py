@@ -92,6 +92,7 @@ class LFRMLinkPredictor(_LinkPredictor):
 
     def fit(self, Y, mask=None, covariates=None):
         validation.check_choice("init", self.init, ("random", "irm"))
+        validation.check_choice("births", self.births, lfrm.BIRTHS)
         Y, mask = self._prepare(Y, mask, covariates)
         self.hyperparams_ = lfrm.Hyperparams(k_max=self.n_features_max, link=self.link, symmetric=self.symmetric,
                                              offsets=self.offsets, births=self.births)

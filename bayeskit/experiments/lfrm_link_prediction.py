@@ -358,6 +358,10 @@ def _table(summary: dict, st: dict) -> None:
                 ["data", "method", "AUC (or gap to IRM)", "paper", "splits", "R-hat log joint (median / max)",
                  "K+ / clusters / blocks per restart: mean (range)", "s per split"], rows)
     for case, s in summary.items():
+        unrecorded = [m for m, v in s.items() if m.startswith("LFRM") and "k_frozen_splits" in v and v["k_frozen_splits"] is None]
+        if unrecorded:
+            print_note(f"{case}: whether the restarts of {' and '.join(unrecorded)} kept K+ of their own was not recorded by the run "
+                       "of this row (it predates the record); a K+ range of whole numbers suggests they did.")
         for m, v in s.items():
             if v.get("frozen_splits"):
                 print_note(f"{case}, {m}: on {v['frozen_splits']} of {v['n_splits']} splits the restarts froze: R-hat of the "
@@ -365,9 +369,10 @@ def _table(summary: dict, st: dict) -> None:
                            "(its variance within restarts is rounding noise against the spread between them) or undefined; "
                            "those splits are left out of the median / max; the restarts have not mixed.")
             if v.get("k_frozen_splits"):
+                where = " (in at least one relation)" if case.split(",")[0].endswith("single") else ""
                 print_note(f"{case}, {m}: on {v['k_frozen_splits']} of {v['n_splits']} splits each restart kept one K+ through its "
-                           "retained draws (single setting: in at least one relation), and the restarts differ in it: no feature "
-                           "was born or lost, so the number of features did not mix and each restart's AUC is that of its K+.")
+                           f"retained draws{where}, and the restarts differ in it: no feature was born or lost, so the number of "
+                           "features did not mix and each restart's AUC is that of its K+.")
             if v.get("saturated_share_max", 0) > 0:
                 print_note(f"{case}, {m}: {v['saturated_share_max']:.1%} of a split's draws use all k_max columns "
                            f"({'clusters' if m == 'IRM' else 'features'}), the truncation of this run: those draws could "

@@ -179,3 +179,15 @@ def test_restarts_frozen_in_one_state_are_counted_apart_from_r_hat(monkeypatch, 
     assert irm["r_hat_log_joint_median"] == pytest.approx(1.4) and irm["r_hat_log_joint_max"] == pytest.approx(1.6)
     printed = capsys.readouterr().out
     assert "1.40 / 1.60 (frozen on 3)" in printed and "countries global, IRM: on 3 of 5 splits" in printed
+
+
+def test_a_run_that_did_not_record_frozen_k_says_so(capsys):
+    """Splits from a run before the frozen-K+ record: the summary holds None (not 0), and
+    one note per case names the LFRM starts it concerns."""
+    split = {"auc_mean": 0.9, "aucs": [0.9], "seconds": 1.0, "size_mean_per_chain": [3.0, 5.0], "r_hat_log_joint": 1.5}
+    summary = exp.summarise({"countries global": {"paper": {}, "splits": {"0": {"LFRM rand": split, "LFRM w/IRM": split}}}})
+    assert summary["countries global"]["LFRM rand"]["k_frozen_splits"] is None
+    exp._table(summary, {"split_seeds": [0], "chains": 2, "sweeps": 10, "burn_in": 5})
+    printed = capsys.readouterr().out
+    assert "countries global: whether the restarts of LFRM rand and LFRM w/IRM kept K+ of their own was not recorded" in printed
+    assert "4.0 (3-5)" in printed

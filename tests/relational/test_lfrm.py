@@ -304,10 +304,9 @@ def test_chains_that_keep_their_start_k_are_warned_about():
     k = np.asarray(s["n_features"])
     assert np.all(k == k[:, :1]) and k[0, 0] != k[1, 0] and np.sum(s["births"]) == 0
     # births proposed from weights fitted to the row's cells are accepted: the chains grow
-    fitted = lfrm.sample_posterior(jax.random.key(0), d["Y"], d["mask"], lfrm.Hyperparams(k_max=8, births="fitted"),
+    fitted = lfrm.sample_posterior(jax.random.key(0), d["Y"], d["mask"], lfrm.Hyperparams(k_max=16, births="fitted"),
                                    num_warmup=5, num_samples=lfrm.FROZEN_MIN_DRAWS, num_chains=2, init_Z=Z, progress=False)
-    grown = np.asarray(fitted["n_features"])
-    assert np.all(np.sum(fitted["births"], 1) > 0) and np.all(grown.max(1) > k[:, 0])
+    assert np.sum(fitted["births"]) > 0 and np.mean(fitted["n_features"]) > np.mean(k) + 1
 
 
 @pytest.mark.filterwarnings("ignore:some draws use all")

@@ -161,7 +161,7 @@ def _log_ratio_fitted(w, L, m, sigma_w, shared):
 
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     n, k_max = Z.shape
-    k_flip, k_count, k_w, k_acc, k_fit = jax.random.split(key, 5)  # the first four as split(key, 4) gave them
+    k_flip, k_count, k_w, k_acc, k_fit = jax.random.split(key, 5)  # the first four as split(key, 4) (threefry partitionable)
     z, Zo = Z[i], Z.at[i].set(0.0)
     m_o = Zo.sum(0)
     shared = m_o > 0
