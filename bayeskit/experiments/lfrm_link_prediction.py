@@ -316,8 +316,7 @@ def summarise(results: dict) -> dict:
                           "frozen_splits": len(every) - len(rhats),
                           "seconds_per_split": float(np.mean([s[m]["seconds"] for s in splits if m in s])),
                           "saturated_share_max": max((s[m].get("saturated_share", 0.0) for s in splits if m in s), default=0.0),
-                          "k_frozen_splits": (sum(bool(s[m]["k_frozen"]) for s in splits if "k_frozen" in s.get(m, {}))
-                                              if any("k_frozen" in s.get(m, {}) for s in splits) else None),  # None: not recorded
+                          "k_frozen_splits": _count_recorded([s[m].get("k_frozen") for s in splits if m in s]),
                           "paper": entry["paper"].get(m), **_size_range(splits, m)}
         for start in ("LFRM rand", "LFRM w/IRM"):
             gaps = [s[start]["auc_mean"] - s["IRM"]["auc_mean"] for s in splits if start in s and "IRM" in s]
@@ -326,6 +325,13 @@ def summarise(results: dict) -> dict:
                                              "splits_above": int(np.sum(np.array(gaps) > 0)), "n_splits": len(gaps)}
         out[case] = summary
     return out
+
+
+def _count_recorded(flags: list):
+    """How many of the recorded flags are true; None when no split recorded one (a run from
+    before the record), so that "not recorded" is not read as "never"."""
+    recorded = [f for f in flags if f is not None]
+    return sum(map(bool, recorded)) if recorded else None
 
 
 def _size_range(splits: list, method: str) -> dict:
