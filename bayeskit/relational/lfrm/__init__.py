@@ -134,6 +134,10 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
         warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
                       "there; raise k_max.", RuntimeWarning, stacklevel=2)
     frozen = frozen_feature_counts(samples["n_features"])
+    if frozen and hparams.births == "prior":
+        frozen += (" Under births='prior' (the paper's move, a new feature's weights drawn from their prior) a birth is "
+                   "rarely accepted when many relations share the objects; births='fitted' proposes them from the "
+                   "object's own cells and keeps the same posterior.")
     if frozen:
         warnings.warn(frozen, RuntimeWarning, stacklevel=2)
     return samples
