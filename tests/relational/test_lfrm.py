@@ -323,7 +323,7 @@ def test_separate_relations_equal_one_relation_runs():
     np.testing.assert_allclose(sep["W"][1], one["W"][2:])
     prob = np.asarray(lfrm.predict_proba(sep, hp))
     want = np.concatenate([lfrm.predict_proba({k: v[r] for k, v in sep.items()}, hp) for r in range(2)])
-    np.testing.assert_allclose(prob, want)
+    np.testing.assert_allclose(prob, want, rtol=1e-6)
 
 
 def test_hmc_mass_of_the_regression_terms_is_the_fisher_diagonal():

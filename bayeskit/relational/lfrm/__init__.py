@@ -136,8 +136,9 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     frozen = frozen_feature_counts(samples["n_features"])
     if frozen and hparams.births == "prior":
         frozen += (" Under births='prior' (the paper's move, a new feature's weights drawn from their prior) a birth is "
-                   "rarely accepted when many relations share the objects; births='fitted' proposes them from the "
-                   "object's own cells and keeps the same posterior.")
+                   "rarely accepted when each object has many cells (many relations); births='fitted' proposes those "
+                   "weights from the object's own cells and targets the same posterior (the acceptance ratio corrects "
+                   "for the proposal).")
     if frozen:
         warnings.warn(frozen, RuntimeWarning, stacklevel=2)
     return samples

@@ -365,8 +365,8 @@ def predict_proba(samples: dict, hparams: Hyperparams, covariates: Covariates | 
     """Posterior predictive Pr(y_rij = 1) averaged over draws laid out (chain, draw, ...),
     or (relation, chain, draw, ...) for separate per-relation models; ``covariates`` as
     in the fit. One compiled program per shapes."""
-    if jnp.ndim(samples["W"]) == 6:  # one program for every relation, not one copy per relation
-        per_relation = jax.vmap(lambda s: predict_proba(s, hparams, covariates, chunk_size))(samples)
+    if jnp.ndim(samples["W"]) == 6:  # one program run for each relation in turn, not one traced copy per relation
+        per_relation = jax.lax.map(lambda s: predict_proba(s, hparams, covariates, chunk_size), samples)
         return per_relation.reshape((-1,) + per_relation.shape[2:])
     flat = lambda a: jnp.asarray(a).reshape((a.shape[0] * a.shape[1],) + a.shape[2:])
     W = flat(samples["W"])
