@@ -123,10 +123,9 @@ def test_fitted_birth_proposal_is_one_fisher_scoring_step(symmetric):
     cells[:, i, i] = False
     hp = lfrm.Hyperparams(k_max=Z.shape[1], symmetric=symmetric, births="fitted")
     etas = gibbs._row_etas(jnp.asarray(Z[i]), i, jnp.asarray(Zo), model.symmetrise(jnp.asarray(W), symmetric), O)
-    (La, ma), (Lb, mb) = gibbs.fitted_weights(etas, i, jnp.asarray(Zo), jnp.asarray(shared), sigma_w, data, hp)
+    Ls, cs = gibbs.fitted_weights(etas, i, jnp.asarray(Zo), jnp.asarray(shared), sigma_w, data, hp)
     S = np.flatnonzero(shared)
-    sides = [(La, ma, "row")] if symmetric else [(La, ma, "row"), (Lb, mb, "col")]
-    for L, m, side in sides:
+    for L, c, side in zip(Ls, cs, ["row"] if symmetric else ["row", "col"], strict=True):
         for r in range(Y.shape[0]):
             def loglik(w, r=r, side=side):
                 Wx = W.copy()
@@ -146,7 +145,91 @@ def test_fitted_birth_proposal_is_one_fisher_scoring_step(symmetric):
             F = -hess + np.eye(len(S)) / sigma_w**2
             got = np.asarray(L[r] @ L[r].T)[np.ix_(S, S)]
             np.testing.assert_allclose(got, F, atol=1e-5)
-            np.testing.assert_allclose(np.asarray(m[r])[S], np.linalg.solve(F, g), atol=1e-5)
+            m = np.linalg.solve(np.asarray(L[r]).T, np.asarray(c[r]))  # the mean L'^-1 c
+            np.testing.assert_allclose(m[S], np.linalg.solve(F, g), atol=1e-5)
+
+
+def test_fitted_birth_draws_and_ratio_follow_the_proposal():
+    """The fitted proposal N(L'^-1 c, (L L')^-1) on the shared entries: its draws' mean and
+    covariance (Monte Carlo) and its log density in the acceptance ratio (scipy)."""
+    from scipy.stats import multivariate_normal, norm
+
+    rng = np.random.default_rng(4)
+    k, r, sigma_w = 5, 2, 0.7
+    shared = np.array([True, False, True, True, False])
+    S = np.flatnonzero(shared)
+    F = np.stack([np.eye(k)] * r)
+    for j in range(r):
+        A = rng.normal(size=(len(S), len(S)))
+        F[j][np.ix_(S, S)] = A @ A.T + np.eye(len(S))
+    L = np.linalg.cholesky(F)
+    c = np.where(shared, rng.normal(size=(r, k)), 0.0)
+    mean = np.linalg.solve(np.swapaxes(L, 1, 2), c[..., None])[..., 0]
+    draws = np.asarray(gibbs._draw_fitted((jax.random.key(0),), jnp.asarray(L)[None], jnp.asarray(c)[None], 40000))[0]
+    for j in range(r):
+        cov = np.linalg.inv(F[j])[np.ix_(S, S)]
+        np.testing.assert_allclose(draws[j][:, S].mean(0), mean[j][S], atol=4 * np.sqrt(np.diag(cov).max() / 40000))
+        np.testing.assert_allclose(np.cov(draws[j][:, S].T), cov, atol=0.05 * np.abs(cov).max())
+    w = rng.normal(size=(r, 3, k))
+    got = np.asarray(gibbs._log_ratio_fitted(jnp.asarray(w), jnp.asarray(L), jnp.asarray(c), sigma_w, jnp.asarray(shared)))
+    want = sum(norm.logpdf(w[j][:, S], scale=sigma_w).sum(-1)
+               - multivariate_normal(mean[j][S], np.linalg.inv(F[j])[np.ix_(S, S)]).logpdf(w[j][:, S]) for j in range(r))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+_LAPACK = {"cholesky", "triangular_solve", "lu", "eigh", "eig", "qr", "householder_product", "svd", "schur",
+           "hessenberg", "tridiagonal", "tridiagonal_solve", "geqp3"}
+
+
+def _lapack_calls(jaxpr, deps_in, calls):
+    """Append (name, the earlier calls it depends on) for each LAPACK call of ``jaxpr``,
+    nested jits inlined; returns the calls each output depends on."""
+    from jax._src import core
+
+    env = dict(zip(jaxpr.invars, deps_in, strict=True))
+    read = lambda v: frozenset() if isinstance(v, core.Literal) else env.get(v, frozenset())
+    for eqn in jaxpr.eqns:
+        ins = [read(v) for v in eqn.invars]
+        after = frozenset().union(*ins)
+        subs = core.jaxprs_in_params(eqn.params)
+        if eqn.primitive.name in ("jit", "pjit"):
+            outs = _lapack_calls(eqn.params["jaxpr"].jaxpr, ins, calls)
+        elif eqn.primitive.name in _LAPACK or any(_count_lapack(j) for j in subs):
+            calls.append((eqn.primitive.name, after))
+            outs = [after | {len(calls) - 1}] * len(eqn.outvars)
+        else:
+            outs = [after] * len(eqn.outvars)
+        env.update(zip(eqn.outvars, outs, strict=True))
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _count_lapack(jaxpr):
+    from jax._src import core
+
+    return sum(eqn.primitive.name in _LAPACK or sum(_count_lapack(j) for j in core.jaxprs_in_params(eqn.params))
+               for eqn in jaxpr.eqns)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
+    """A row's update under births="fitted", vmapped over two chains as the sampler runs
+    it, makes its LAPACK calls (one Cholesky factorisation, two triangular solves) one after
+    another: each depends on the one before. Two that could run at once can each split
+    their batch over XLA's CPU threads and wait for the pieces while every thread waits
+    in a call (a kinship fit on two cores stopped for good that way)."""
+    rng = np.random.default_rng(5)
+    Y, mask, Z, W, reg, cov = _problem(rng)
+    if symmetric:
+        Y, mask = np.triu(Y, 1) + np.swapaxes(np.triu(Y, 1), 1, 2), mask & np.swapaxes(mask, 1, 2)
+    data, O, i, Zo = _row_setup(rng, Y, mask, Z, reg, cov, symmetric)
+    hp = lfrm.Hyperparams(k_max=Z.shape[1], symmetric=symmetric, births="fitted")
+    update = jax.vmap(lambda key, Z, W: gibbs._update_row(key, i, Z, W, O, 2.0, 1.0, data, hp))
+    keys = jax.random.split(jax.random.key(0), 2)
+    closed = jax.make_jaxpr(update)(keys, jnp.stack([jnp.asarray(Z)] * 2), jnp.stack([jnp.asarray(W)] * 2))
+    calls = []
+    _lapack_calls(closed.jaxpr, [frozenset()] * len(closed.jaxpr.invars), calls)
+    assert all(j in after for k, (_, after) in enumerate(calls) for j in range(k)), calls
+    assert [name for name, _ in calls] == ["cholesky", "triangular_solve", "triangular_solve"]
 
 
 def test_row_likelihood_differences_equal_full_likelihood_differences():

@@ -111,9 +111,13 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
     sigma_w^2 and m = F^-1 A' s: one Fisher-scoring step from zero for the cells of row
     and column i (off the diagonal), where A = Zo (the others' features), s and V are the
     score and expected Fisher information of each cell at ``etas`` (row i without its own
-    features). Undirected: one vector a = b over both cell sets, returned for both. Returns
-    the Cholesky factors of F (R, K, K) and the means (R, K) for a and for b; entries outside
-    ``shared`` are left to the prior."""
+    features). Returns the Cholesky factors L of F (G, R, K, K) and the whitened scores
+    c = L^-1 A' s (G, R, K), so that m = L'^-1 c; G = 2 (a, then b), or G = 1 undirected
+    (one vector a = b over both cell sets). Entries outside ``shared`` are left to the
+    prior.
+
+    a and b are factorised and solved together, and nothing else in a row's update calls
+    LAPACK, so its LAPACK calls run one after another (see :func:`_draw_fitted`)."""
     row, col = etas
     not_i = jnp.arange(row.shape[-1]) != i
 
@@ -125,34 +129,34 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
 
     s_row, v_row = score_fisher(data.Y[:, i, :], row, data.mask[:, i, :])
     s_col, v_col = score_fisher(data.Y[:, :, i], col, data.mask[:, :, i])
+    s, v = ((s_row + s_col)[None], (v_row + v_col)[None]) if hparams.symmetric else (jnp.stack([s_row, s_col]),
+                                                                                        jnp.stack([v_row, v_col]))
     eye = jnp.eye(Zo.shape[1], dtype=Zo.dtype)
-
-    def gaussian(s, v):
-        F = jnp.einsum("jk,rj,jl->rkl", Zo, v, Zo) + eye / sigma_w**2
-        F = jnp.where(shared[:, None] & shared[None, :], F, eye)  # others: a unit normal, not used
-        L = jnp.linalg.cholesky(F)
-        m = jax.scipy.linalg.cho_solve((L, True), jnp.where(shared, s @ Zo, 0.0)[..., None])[..., 0]
-        return L, m
-
-    if hparams.symmetric:
-        both = gaussian(s_row + s_col, v_row + v_col)
-        return both, both
-    return gaussian(s_row, v_row), gaussian(s_col, v_col)
+    F = jnp.einsum("jk,grj,jl->grkl", Zo, v, Zo) + eye / sigma_w**2
+    F = jnp.where(shared[:, None] & shared[None, :], F, eye)  # others: a unit normal, not used
+    L = jnp.linalg.cholesky(F)
+    c = jax.scipy.linalg.solve_triangular(L, jnp.where(shared, s @ Zo, 0.0)[..., None], lower=True)[..., 0]
+    return L, c
 
 
-def _draw_fitted(key, L, m, n_cols):
-    """``n_cols`` draws (R, n_cols, K) of N(m, (L L')^-1) per relation."""
-    eps = jax.random.normal(key, (L.shape[0], n_cols, L.shape[-1]), L.dtype)
-    u = jax.scipy.linalg.solve_triangular(L, jnp.swapaxes(eps, -1, -2), lower=True, trans="T")
-    return m[:, None, :] + jnp.swapaxes(u, -1, -2)
+def _draw_fitted(keys, L, c, n_cols):
+    """``n_cols`` draws (G, R, n_cols, K) of N(L'^-1 c, (L L')^-1) per proposal (one key
+    each) and relation: L'^-1 (c + eps) with eps standard normal, one triangular solve that
+    follows the one giving c. Two LAPACK calls that could run at the same time (such as
+    this solve and one for the mean alone) can stop the program for good on a machine
+    with as many cores as there are calls: each call splits its batch over XLA's CPU
+    threads and waits for the pieces, while every thread waits in a call."""
+    eps = jnp.stack([jax.random.normal(k, L.shape[1:2] + (n_cols, L.shape[-1]), L.dtype) for k in keys])
+    u = jax.scipy.linalg.solve_triangular(L, jnp.swapaxes(c[..., None, :] + eps, -1, -2), lower=True, trans="T")
+    return jnp.swapaxes(u, -1, -2)
 
 
-def _log_ratio_fitted(w, L, m, sigma_w, shared):
+def _log_ratio_fitted(w, L, c, sigma_w, shared):
     """sum over relations of log N(w_S | 0, sigma_w^2) - log q(w_S) on the entries S =
     ``shared`` (q's marginal there: F is block diagonal between S and the rest), for
-    each of the rows of ``w`` (R, C, K)."""
+    each of the rows of ``w`` (R, C, K), with q = N(L'^-1 c, (L L')^-1): L'(w - m) = L'w - c."""
     w = jnp.where(shared, w, 0.0)
-    d = jnp.einsum("rkl,rcl->rck", jnp.swapaxes(L, -1, -2), w - m[:, None, :])  # L'(w - m)
+    d = jnp.einsum("rkl,rcl->rck", jnp.swapaxes(L, -1, -2), w) - c[:, None, :]
     half_logdet = jnp.sum(jnp.where(shared, jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), 0.0), -1)
     log_q = -0.5 * jnp.sum(jnp.where(shared, d * d, 0.0), -1) + half_logdet[:, None]
     log_p = jnp.sum(jnp.where(shared, -0.5 * (w / sigma_w) ** 2 - jnp.log(sigma_w), 0.0), -1)
@@ -192,20 +196,21 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
     log_ratio = jnp.zeros((), W.dtype)
     if hparams.births == "fitted":
-        (La, ma), (Lb, mb) = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
+        L, c = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
         born, own = (z_new > 0) & free, (z > 0) & free  # the proposed and the current features of row i alone
         k_a, k_b = jax.random.split(k_fit)
-        a = _draw_fitted(k_a, La, ma, k_max)  # (R, k', l): W_r[k', l] for a new column k'
+        draws = _draw_fitted((k_a,) if hparams.symmetric else (k_a, k_b), L, c, k_max)
+        a = draws[0]  # (R, k', l): W_r[k', l] for a new column k'
         to_row, to_col = born[None, :, None] & shared[None, None, :], shared[None, :, None] & born[None, None, :]
         if hparams.symmetric:  # the upper triangle holds the weights; the lower stays the prior's auxiliary draws
             upper = weight_entries(k_max, True)
             W_new = jnp.where(to_row & upper, a, jnp.where(to_col & upper, jnp.swapaxes(a, -1, -2), W_new))
-            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), La, ma, sigma_w, shared), 0.0))
+            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), L[0], c[0], sigma_w, shared), 0.0))
         else:
-            b = _draw_fitted(k_b, Lb, mb, k_max)  # (R, k', l): W_r[l, k']
+            b = draws[1]  # (R, k', l): W_r[l, k']
             W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(b, -1, -2), W_new))
-            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(Wx, La, ma, sigma_w, shared)
-                                                       + _log_ratio_fitted(jnp.swapaxes(Wx, -1, -2), Lb, mb, sigma_w, shared), 0.0))
+            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(Wx, L[0], c[0], sigma_w, shared)
+                                                       + _log_ratio_fitted(jnp.swapaxes(Wx, -1, -2), L[1], c[1], sigma_w, shared), 0.0))
         log_ratio = ratio(W_new, born) - ratio(W, own)
     log_ratio += _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
