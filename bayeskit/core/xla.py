@@ -10,6 +10,17 @@ are scheduled. The flag must be in ``XLA_FLAGS`` before JAX starts its CPU backe
 first computation), so the library never sets it on import: ``bayeskit reproduce``,
 ``bayeskit bench``, the benchmarks and the tests call :func:`use_safe_cpu_scheduler`
 first, and a user running such sweeps calls it before their first JAX computation.
+
+A second way for a CPU program to wait forever is in jaxlib's batched LAPACK kernels
+(Cholesky, triangular solves, eigendecompositions of a batch of matrices): a call with a
+large batch splits it over XLA's CPU threads and waits for the pieces. When as many such
+calls run at once as there are threads (two, on two cores), every thread waits for pieces
+that no thread is free to run; no XLA setting changes this. Where a sampler's step had
+batched calls side by side (the LFRM's fitted births, the IBP's draw of A), each now
+depends on the one before, so they run one after another: a draw from N(F^-1 b, F^-1)
+with F = L L' is L'^-1 (L^-1 b + eps), two solves in a row rather than a solve for the
+mean beside one for the noise. The tests check the order on the traced programs
+(``tests/lapack_order.py``).
 """
 
 from __future__ import annotations

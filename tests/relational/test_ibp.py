@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from lapack_order import lapack_calls, one_at_a_time
 from scipy import stats
 
 from bayeskit.datasets import ibp_toy_images
@@ -212,6 +213,18 @@ def test_vectorised_chains_equal_separate_chains():
     one = jax.jit(run)(jax.tree.map(lambda a: a[1], states))
     np.testing.assert_array_equal(both.Z[1], one.Z)
     np.testing.assert_allclose(both.sigma_x[1], one.sigma_x, rtol=1e-10)
+
+
+def test_vectorised_chains_make_their_lapack_calls_one_at_a_time():
+    """A sweep of four chains under vmap, hyperparameters included, makes its LAPACK calls
+    one after another (``lapack_order``): the draw of A, mean plus noise, solves with the
+    Cholesky factor twice in a row rather than twice side by side."""
+    X, _, _ = ibp_toy_images(jax.random.key(0), 20)
+    hp = ibp.Hyperparams(k_max=8)
+    states = jax.vmap(lambda k: lg.init(k, X, hp))(jax.random.split(jax.random.key(5), 4))
+    calls = lapack_calls(jax.make_jaxpr(jax.vmap(lambda s: lg.step(s, X, hp)))(states))
+    assert "triangular_solve" in [name for name, _ in calls]
+    assert one_at_a_time(calls), calls
 
 
 @pytest.mark.parametrize("X,hp,match", [

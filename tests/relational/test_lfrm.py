@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from lapack_order import lapack_calls, one_at_a_time
 from scipy.special import expit, gammaln, log_ndtr
 from sklearn.metrics import roc_auc_score
 
@@ -177,46 +178,12 @@ def test_fitted_birth_draws_and_ratio_follow_the_proposal():
     np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
-_LAPACK = {"cholesky", "triangular_solve", "lu", "eigh", "eig", "qr", "householder_product", "svd", "schur",
-           "hessenberg", "tridiagonal", "tridiagonal_solve", "geqp3"}
-
-
-def _lapack_calls(jaxpr, deps_in, calls):
-    """Append (name, the earlier calls it depends on) for each LAPACK call of ``jaxpr``,
-    nested jits inlined; returns the calls each output depends on."""
-    from jax._src import core
-
-    env = dict(zip(jaxpr.invars, deps_in, strict=True))
-    read = lambda v: frozenset() if isinstance(v, core.Literal) else env.get(v, frozenset())
-    for eqn in jaxpr.eqns:
-        ins = [read(v) for v in eqn.invars]
-        after = frozenset().union(*ins)
-        subs = core.jaxprs_in_params(eqn.params)
-        if eqn.primitive.name in ("jit", "pjit"):
-            outs = _lapack_calls(eqn.params["jaxpr"].jaxpr, ins, calls)
-        elif eqn.primitive.name in _LAPACK or any(_count_lapack(j) for j in subs):
-            calls.append((eqn.primitive.name, after))
-            outs = [after | {len(calls) - 1}] * len(eqn.outvars)
-        else:
-            outs = [after] * len(eqn.outvars)
-        env.update(zip(eqn.outvars, outs, strict=True))
-    return [read(v) for v in jaxpr.outvars]
-
-
-def _count_lapack(jaxpr):
-    from jax._src import core
-
-    return sum(eqn.primitive.name in _LAPACK or sum(_count_lapack(j) for j in core.jaxprs_in_params(eqn.params))
-               for eqn in jaxpr.eqns)
-
-
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
     """A row's update under births="fitted", vmapped over two chains as the sampler runs
     it, makes its LAPACK calls (one Cholesky factorisation, two triangular solves) one after
-    another: each depends on the one before. Two that could run at once can each split
-    their batch over XLA's CPU threads and wait for the pieces while every thread waits
-    in a call (a kinship fit on two cores stopped for good that way)."""
+    another (``lapack_order``: a kinship fit with two chains on two cores stopped for good
+    when two could run at once)."""
     rng = np.random.default_rng(5)
     Y, mask, Z, W, reg, cov = _problem(rng)
     if symmetric:
@@ -225,10 +192,8 @@ def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
     hp = lfrm.Hyperparams(k_max=Z.shape[1], symmetric=symmetric, births="fitted")
     update = jax.vmap(lambda key, Z, W: gibbs._update_row(key, i, Z, W, O, 2.0, 1.0, data, hp))
     keys = jax.random.split(jax.random.key(0), 2)
-    closed = jax.make_jaxpr(update)(keys, jnp.stack([jnp.asarray(Z)] * 2), jnp.stack([jnp.asarray(W)] * 2))
-    calls = []
-    _lapack_calls(closed.jaxpr, [frozenset()] * len(closed.jaxpr.invars), calls)
-    assert all(j in after for k, (_, after) in enumerate(calls) for j in range(k)), calls
+    calls = lapack_calls(jax.make_jaxpr(update)(keys, jnp.stack([jnp.asarray(Z)] * 2), jnp.stack([jnp.asarray(W)] * 2)))
+    assert one_at_a_time(calls), calls
     assert [name for name, _ in calls] == ["cholesky", "triangular_solve", "triangular_solve"]
 
 

@@ -224,9 +224,11 @@ def sample_hyperparameters(key, Z, X, alpha, sigma_x, sigma_a, hparams: Hyperpar
         shape, rate = hparams.alpha_prior
         alpha = sampling.gamma(k_alpha, shape + k_plus, dtype=X.dtype) / (rate + prior.harmonic(n))
     if hparams.sample_sigmas:
+        # A = L'^-1 (L^-1 Z'X + sigma_x eps): the posterior mean plus sigma_x L'^-1 eps, by two
+        # triangular solves one after the other, not side by side (bayeskit.core.xla)
         L, _ = cho_factor(_gram(Z, sigma_x, sigma_a), lower=True)
-        noise = solve_triangular(L.T, jax.random.normal(k_a, (Z.shape[1], d), X.dtype), lower=False)
-        A = cho_solve((L, True), Z.T @ X) + sigma_x * noise
+        eps = jax.random.normal(k_a, (Z.shape[1], d), X.dtype)
+        A = solve_triangular(L.T, solve_triangular(L, Z.T @ X, lower=True) + sigma_x * eps, lower=False)
         a_shape, a_scale = hparams.sigma_a_prior
         x_shape, x_scale = hparams.sigma_x_prior
         ss_a = jnp.sum(jnp.where(active[:, None], A * A, 0.0))

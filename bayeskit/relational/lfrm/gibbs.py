@@ -142,10 +142,8 @@ def fitted_weights(etas, i, Zo, shared, sigma_w, data: Data, hparams: Hyperparam
 def _draw_fitted(keys, L, c, n_cols):
     """``n_cols`` draws (G, R, n_cols, K) of N(L'^-1 c, (L L')^-1) per proposal (one key
     each) and relation: L'^-1 (c + eps) with eps standard normal, one triangular solve that
-    follows the one giving c. Two LAPACK calls that could run at the same time (such as
-    this solve and one for the mean alone) can stop the program for good on a machine
-    with as many cores as there are calls: each call splits its batch over XLA's CPU
-    threads and waits for the pieces, while every thread waits in a call."""
+    follows the one giving c, not one beside a solve for the mean (two LAPACK calls that
+    can run at once can stop the program for good: :mod:`bayeskit.core.xla`)."""
     eps = jnp.stack([jax.random.normal(k, L.shape[1:2] + (n_cols, L.shape[-1]), L.dtype) for k in keys])
     u = jax.scipy.linalg.solve_triangular(L, jnp.swapaxes(c[..., None, :] + eps, -1, -2), lower=True, trans="T")
     return jnp.swapaxes(u, -1, -2)
