@@ -1,7 +1,7 @@
-"""What the library does about XLA's costs: an opt-in XLA setting for long vmapped CPU
-programs, the compiler options of loop programs on the CPU, and numpy's BLAS on one thread
-around the host-side linear algebra of the fits. Imports no JAX (the command line's help
-runs without it).
+"""What the library does about XLA's costs and stalls: an opt-in XLA setting for long
+vmapped CPU programs, the compiler options of loop programs on the CPU, numpy's BLAS on one
+thread around the host-side linear algebra of the fits, and the order of batched LAPACK
+calls. Imports no JAX (the command line's help runs without it).
 
 XLA's concurrency-optimised scheduler on the CPU can deadlock (the process waits forever,
 idle) on vmapped programs of many while loops, such as FAST-MCD's 500 starts vmapped over
@@ -11,16 +11,16 @@ first computation), so the library never sets it on import: ``bayeskit reproduce
 ``bayeskit bench``, the benchmarks and the tests call :func:`use_safe_cpu_scheduler`
 first, and a user running such sweeps calls it before their first JAX computation.
 
-A second way for a CPU program to wait forever is in jaxlib's batched LAPACK kernels
-(Cholesky, triangular solves, eigendecompositions of a batch of matrices): a call with a
-large batch splits it over XLA's CPU threads and waits for the pieces. When as many such
-calls run at once as there are threads (two, on two cores), every thread waits for pieces
-that no thread is free to run; no XLA setting changes this. Where a sampler's step had
-batched calls side by side (the LFRM's fitted births, the IBP's draw of A), each now
-depends on the one before, so they run one after another: a draw from N(F^-1 b, F^-1)
-with F = L L' is L'^-1 (L^-1 b + eps), two solves in a row rather than a solve for the
-mean beside one for the noise. The tests check the order on the traced programs
-(``tests/lapack_order.py``).
+A second way for a CPU program to wait forever is in jaxlib's batched LAPACK kernels (a
+Cholesky factorisation or triangular solve of a batch of matrices, for instance): a call
+with a large batch splits it over XLA's CPU threads and waits for the pieces. When as many
+such calls run at once as there are threads (two, on two cores), every thread waits for
+pieces that no thread is free to run. Neither the scheduler flag above nor
+``--xla_cpu_multi_thread_eigen=false`` prevents it. The samplers whose steps solve with a
+batch of factors (the LFRM's fitted births, the IBP's draw of A) make each call depend on
+the one before, so they run one after another: a draw from N(F^-1 b, F^-1) with F = L L'
+is L'^-1 (L^-1 b + eps), two solves in a row rather than a solve for the mean beside one
+for the noise. The tests check the order on the traced programs (``tests/lapack_order.py``).
 """
 
 from __future__ import annotations

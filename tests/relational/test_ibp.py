@@ -216,15 +216,18 @@ def test_vectorised_chains_equal_separate_chains():
 
 
 def test_vectorised_chains_make_their_lapack_calls_one_at_a_time():
-    """A sweep of four chains under vmap, hyperparameters included, makes its LAPACK calls
-    one after another (``lapack_order``): the draw of A, mean plus noise, solves with the
-    Cholesky factor twice in a row rather than twice side by side."""
+    """A step of four chains under vmap (the Z sweep, the hyperparameters, the log joint)
+    makes its LAPACK calls one after another, the sweep's row updates included
+    (``lapack_order``): the draw of A, mean plus noise, solves with the Cholesky factor
+    twice in a row rather than twice side by side."""
     X, _, _ = ibp_toy_images(jax.random.key(0), 20)
     hp = ibp.Hyperparams(k_max=8)
     states = jax.vmap(lambda k: lg.init(k, X, hp))(jax.random.split(jax.random.key(5), 4))
-    calls = lapack_calls(jax.make_jaxpr(jax.vmap(lambda s: lg.step(s, X, hp)))(states))
-    assert "triangular_solve" in [name for name, _ in calls]
-    assert one_at_a_time(calls), calls
+    bodies = lapack_calls(jax.make_jaxpr(jax.vmap(lambda s: lg.step(s, X, hp)))(states))
+    assert [name for name, _ in bodies[0]] == ["scan", "cholesky", "triangular_solve", "triangular_solve", "cholesky",
+                                               "triangular_solve"]
+    assert len(bodies) > 1  # the sweep's body is looked into
+    assert one_at_a_time(bodies), bodies
 
 
 @pytest.mark.parametrize("X,hp,match", [

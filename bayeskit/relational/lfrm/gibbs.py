@@ -152,7 +152,8 @@ def _draw_fitted(keys, L, c, n_cols):
 def _log_ratio_fitted(w, L, c, sigma_w, shared):
     """sum over relations of log N(w_S | 0, sigma_w^2) - log q(w_S) on the entries S =
     ``shared`` (q's marginal there: F is block diagonal between S and the rest), for
-    each of the rows of ``w`` (R, C, K), with q = N(L'^-1 c, (L L')^-1): L'(w - m) = L'w - c."""
+    each of the rows of ``w`` (R, C, K), with q = N(m, (L L')^-1) and m = L'^-1 c, so that
+    L'(w - m) = L'w - c."""
     w = jnp.where(shared, w, 0.0)
     d = jnp.einsum("rkl,rcl->rck", jnp.swapaxes(L, -1, -2), w) - c[:, None, :]
     half_logdet = jnp.sum(jnp.where(shared, jnp.log(jnp.diagonal(L, axis1=-2, axis2=-1)), 0.0), -1)
