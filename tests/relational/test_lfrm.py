@@ -181,8 +181,8 @@ def test_fitted_birth_draws_and_ratio_follow_the_proposal():
 def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
     """A row's update under births="fitted", vmapped over two chains as the sampler runs
     it, makes its LAPACK calls (one Cholesky factorisation, two triangular solves) one after
-    another (``lapack_order``: a kinship fit with two chains on two cores stopped for good
-    when two could run at once)."""
+    another, within and across its branches (``lapack_order``: a kinship fit with two
+    chains on two cores stopped for good when two could run at once)."""
     rng = np.random.default_rng(5)
     Y, mask, Z, W, reg, cov = _problem(rng)
     if symmetric:
@@ -193,7 +193,35 @@ def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
     keys = jax.random.split(jax.random.key(0), 2)
     bodies = lapack_calls(jax.make_jaxpr(update)(keys, jnp.stack([jnp.asarray(Z)] * 2), jnp.stack([jnp.asarray(W)] * 2)))
     assert one_at_a_time(bodies), bodies
-    assert [[name for name, _ in calls] for calls in bodies] == [["cholesky", "triangular_solve", "triangular_solve"]]
+    # the proposal in a branch (skipped when no chain's row has a feature of its own), its
+    # draws in a branch within it (skipped when no chain's row proposes one)
+    assert [[name for name, _ in calls] for calls in bodies] == [["cond"], ["cholesky", "triangular_solve", "cond"],
+                                                                 ["triangular_solve"]]
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_fitted_births_skipped_where_nothing_is_born_or_dies_change_nothing(monkeypatch, symmetric):
+    """births="fitted" computes its proposal only for rows that propose a feature of their
+    own or hold one (in any of the chains); the sweeps of two chains equal, bit for bit,
+    those computing it for every row (with births happening)."""
+    rng = np.random.default_rng(6)
+    n, k_max, r = 30, 10, 3
+    Y, mask = rng.integers(0, 2, (r, n, n)).astype(np.int8), rng.random((r, n, n)) < 0.9
+    data = relational_data.as_data(Y, mask, symmetric)
+    hp = lfrm.Hyperparams(k_max=k_max, births="fitted", symmetric=symmetric)
+    Z = jnp.asarray(np.pad(rng.random((2, n, 6)) < 0.25, ((0, 0), (0, 0), (0, k_max - 6))).astype(float))
+    W = jnp.asarray(rng.normal(size=(2, r, k_max, k_max)))
+    reg = gibbs.init(jax.random.key(0), data, hp).reg
+
+    def sweeps():
+        run = jax.jit(jax.vmap(lambda k, Z, W: gibbs.sweep_z(k, Z, W, reg, 15.0, 1.0, data, hp)))
+        return [run(jax.random.split(jax.random.key(t), 2), Z, W) for t in range(3)]
+
+    skipping = sweeps()
+    monkeypatch.setattr(gibbs, "cond_any", lambda pred, true_fn, false_fn, *operands: true_fn(*operands))
+    always = sweeps()
+    jax.tree.map(np.testing.assert_array_equal, skipping, always)
+    assert sum(int(b.sum()) for _, _, b in skipping) > 0
 
 
 def test_row_likelihood_differences_equal_full_likelihood_differences():

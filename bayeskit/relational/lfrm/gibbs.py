@@ -17,6 +17,9 @@ and sigma_w, wired as a numpyro ``MCMCKernel``.
   and the ratio gains prior / proposal densities of both: with many relations a prior
   draw moves every cell of the row at random and is rejected (on the 56 relations of the
   countries data no birth was accepted in 200 sweeps), a fitted one can be accepted.
+  The fitted Gaussian is computed only for a row that proposes or holds a feature of its
+  own (in any of the vectorised chains: :func:`bayeskit.core.control.cond_any`), its
+  draws only for one that proposes one; for the others the move is the prior's.
 * W and the regression terms (bias, covariate coefficients, offsets) jointly by
   Hamiltonian Monte Carlo (``hmc_steps`` leapfrog steps, a diagonal mass from the
   expected Fisher information given Z, the step size adapted to ``target_accept`` during
@@ -36,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
 
+from bayeskit.core.control import cond_any
 from bayeskit.core.mcmc import VectorisedKernel, gammas
 from bayeskit.relational.data import Covariates, Data, no_covariates
 from bayeskit.relational.ibp import prior as ibp_prior
@@ -162,6 +166,31 @@ def _log_ratio_fitted(w, L, c, sigma_w, shared):
     return jnp.sum(log_p - log_q, 0)  # (C,): the 2 pi terms cancel
 
 
+def _fitted_birth(k_fit, i, z, Zo, Wf, O, shared, born, own, W, W_new, sigma_w, data: Data, hparams: Hyperparams):
+    """Under ``births="fitted"``: the proposal ``W_new`` with the weights between the row's
+    proposed features ``born`` and the features others have drawn from
+    :func:`fitted_weights`, and the log of prior over proposal for the weights of ``born``
+    in ``W_new`` less that for the current features ``own`` in ``W``."""
+    k_max = W.shape[-1]
+    L, c = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
+    k_a, k_b = jax.random.split(k_fit)
+    keys = (k_a,) if hparams.symmetric else (k_a, k_b)
+    draws = cond_any(born.any(), lambda L, c, keys: _draw_fitted(keys, L, c, k_max),  # a death needs no draws
+                     lambda L, c, keys: jnp.zeros(L.shape[:2] + (k_max, k_max), L.dtype), L, c, keys)
+    a = draws[0]  # (R, k', l): W_r[k', l] for a new column k'
+    to_row, to_col = born[None, :, None] & shared[None, None, :], shared[None, :, None] & born[None, None, :]
+    if hparams.symmetric:  # the upper triangle holds the weights; the lower stays the prior's auxiliary draws
+        upper = weight_entries(k_max, True)
+        W_new = jnp.where(to_row & upper, a, jnp.where(to_col & upper, jnp.swapaxes(a, -1, -2), W_new))
+        ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), L[0], c[0], sigma_w, shared), 0.0))
+    else:
+        b = draws[1]  # (R, k', l): W_r[l, k']
+        W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(b, -1, -2), W_new))
+        ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(Wx, L[0], c[0], sigma_w, shared)
+                                                   + _log_ratio_fitted(jnp.swapaxes(Wx, -1, -2), L[1], c[1], sigma_w, shared), 0.0))
+    return W_new, ratio(W_new, born) - ratio(W, own)
+
+
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     n, k_max = Z.shape
     k_flip, k_count, k_w, k_acc, k_fit = jax.random.split(key, 5)  # the first four as split(key, 4) (threefry partitionable)
@@ -195,22 +224,12 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
     log_ratio = jnp.zeros((), W.dtype)
     if hparams.births == "fitted":
-        L, c = fitted_weights(_row_etas(z * shared, i, Zo, Wf, O), i, Zo, shared, sigma_w, data, hparams)
         born, own = (z_new > 0) & free, (z > 0) & free  # the proposed and the current features of row i alone
-        k_a, k_b = jax.random.split(k_fit)
-        draws = _draw_fitted((k_a,) if hparams.symmetric else (k_a, k_b), L, c, k_max)
-        a = draws[0]  # (R, k', l): W_r[k', l] for a new column k'
-        to_row, to_col = born[None, :, None] & shared[None, None, :], shared[None, :, None] & born[None, None, :]
-        if hparams.symmetric:  # the upper triangle holds the weights; the lower stays the prior's auxiliary draws
-            upper = weight_entries(k_max, True)
-            W_new = jnp.where(to_row & upper, a, jnp.where(to_col & upper, jnp.swapaxes(a, -1, -2), W_new))
-            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(symmetrise(Wx, True), L[0], c[0], sigma_w, shared), 0.0))
-        else:
-            b = draws[1]  # (R, k', l): W_r[l, k']
-            W_new = jnp.where(to_row, a, jnp.where(to_col, jnp.swapaxes(b, -1, -2), W_new))
-            ratio = lambda Wx, cols: jnp.sum(jnp.where(cols, _log_ratio_fitted(Wx, L[0], c[0], sigma_w, shared)
-                                                       + _log_ratio_fitted(jnp.swapaxes(Wx, -1, -2), L[1], c[1], sigma_w, shared), 0.0))
-        log_ratio = ratio(W_new, born) - ratio(W, own)
+        fitted = lambda *operands: _fitted_birth(*operands, hparams)
+        unchanged = lambda k_fit, i, z, Zo, Wf, O, shared, born, own, W, W_new, sigma_w, data: (W_new, jnp.zeros((), W.dtype))
+        # without a proposed or a current feature of its own the row's proposal is the prior's
+        W_new, log_ratio = cond_any(born.any() | own.any(), fitted, unchanged, k_fit, i, z, Zo, Wf, O, shared, born, own, W,
+                                    W_new, sigma_w, data)
     log_ratio += _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
     accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
     z, W = jnp.where(accept, z_new, z), jnp.where(accept, W_new, W)
