@@ -1,11 +1,12 @@
-"""``cond_any``: a ``lax.cond`` that still skips work under ``vmap``.
+"""``cond_any``: a ``lax.cond`` that still skips work under one ``vmap``.
 
 Under ``vmap`` a ``lax.cond`` with a batched predicate runs both branches for every element
 and selects. A sampler's vectorised chains often take an expensive branch rarely (a birth
-proposal in a few percent of row updates); ``cond_any`` runs the expensive branch for the
-whole batch only when some element needs it and the cheap one otherwise, then picks each
-element's result by its own predicate: the results of ``lax.cond`` element by element, with
-the expensive work skipped whenever no element needs it.
+proposal in a few percent of row updates); ``cond_any`` runs both branches for the whole
+batch only when some element needs the expensive one, and the cheap one alone otherwise,
+each element keeping its own branch's result: the results of ``lax.cond`` element by
+element. Under a second ``vmap`` the outer one turns that choice into a select again (both
+run), so the saving is that of the innermost batch.
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bayeskit.core.device import batch_axis_in_front
-
 
 def cond_any(pred, true_fn, false_fn, *operands):
-    """``lax.cond(pred, true_fn, false_fn, *operands)``; under ``vmap``, ``true_fn`` runs on
-    the whole batch if any element's ``pred`` holds (so it must be safe to evaluate where
-    ``pred`` is false) and ``false_fn`` otherwise, each element keeping its own branch's
-    result. The branches must not close over batched values: pass them as ``operands``
-    (pytrees of arrays)."""
-
+    """``lax.cond(pred, true_fn, false_fn, *operands)``; under ``vmap``, ``true_fn`` and
+    ``false_fn`` both run on the whole batch if any element's ``pred`` holds (so each must
+    be safe to evaluate where the other is taken) and ``false_fn`` alone otherwise, each
+    element keeping its own branch's result. The branches must not close over batched
+    values: pass them as ``operands`` (pytrees of arrays). Forward-mode derivatives only."""
     leaves, tree = jax.tree.flatten(operands)
     true_leaves = lambda *leaves: true_fn(*jax.tree.unflatten(tree, leaves))
     false_leaves = lambda *leaves: false_fn(*jax.tree.unflatten(tree, leaves))
@@ -33,9 +31,11 @@ def cond_any(pred, true_fn, false_fn, *operands):
 
     @run.def_vmap
     def _batched(axis_size, in_batched, pred, *leaves):
-        pred, *leaves = batch_axis_in_front(axis_size, in_batched, (pred, *leaves))
-        both = jax.vmap(lambda *o: (true_leaves(*o), false_leaves(*o)))
-        only_false = jax.vmap(false_leaves)
+        if not in_batched[0]:
+            pred = jnp.broadcast_to(pred, (axis_size,))
+        in_axes = [0 if batched else None for batched in in_batched[1:]]  # unbatched operands stay single
+        both = jax.vmap(lambda *o: (true_leaves(*o), false_leaves(*o)), in_axes=in_axes, axis_size=axis_size)
+        only_false = jax.vmap(false_leaves, in_axes=in_axes, axis_size=axis_size)
 
         def taken(*o):
             t, f = both(*o)

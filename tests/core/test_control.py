@@ -31,6 +31,8 @@ def test_cond_any_equals_lax_cond_under_vmap_and_alone():
     same(jax.vmap(ours, in_axes=(0, 0, None))(pred, x, y[0]), jax.vmap(theirs, in_axes=(0, 0, None))(pred, x, y[0]))
     twice = lambda f: jax.vmap(jax.vmap(f), in_axes=(None, 0, None))
     same(twice(ours)(pred, jnp.stack([x, x + 1]), y), twice(theirs)(pred, jnp.stack([x, x + 1]), y))
+    same(jax.vmap(lambda p: cond_any(p, lambda: jnp.ones(2), lambda: jnp.zeros(2)))(pred),  # no operands
+         jax.vmap(lambda p: jax.lax.cond(p, lambda: jnp.ones(2), lambda: jnp.zeros(2)))(pred))
     for p in (True, False):
         same(cond_any(jnp.asarray(p), true_fn, false_fn, x[0], (y[0], 2.0)), theirs(jnp.asarray(p), x[0], y[0]))
 

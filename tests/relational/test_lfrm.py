@@ -193,8 +193,8 @@ def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
     keys = jax.random.split(jax.random.key(0), 2)
     bodies = lapack_calls(jax.make_jaxpr(update)(keys, jnp.stack([jnp.asarray(Z)] * 2), jnp.stack([jnp.asarray(W)] * 2)))
     assert one_at_a_time(bodies), bodies
-    # the proposal in a branch (skipped when no chain's row has a feature of its own), its
-    # draws in a branch within it (skipped when no chain's row proposes one)
+    # the proposal in a branch (skipped when no chain's row proposes or holds a feature of
+    # its own), its draws in a branch within it (skipped when no chain's row proposes one)
     assert [[name for name, _ in calls] for calls in bodies] == [["cond"], ["cholesky", "triangular_solve", "cond"],
                                                                  ["triangular_solve"]]
 
@@ -203,13 +203,17 @@ def test_fitted_birth_calls_lapack_one_call_at_a_time(symmetric):
 def test_fitted_births_skipped_where_nothing_is_born_or_dies_change_nothing(monkeypatch, symmetric):
     """births="fitted" computes its proposal only for rows that propose a feature of their
     own or hold one (in any of the chains); the sweeps of two chains equal, bit for bit,
-    those computing it for every row (with births happening)."""
+    those computing it for every row (with births, and rows holding features of their own
+    whose removal the proposal prices)."""
     rng = np.random.default_rng(6)
     n, k_max, r = 30, 10, 3
     Y, mask = rng.integers(0, 2, (r, n, n)).astype(np.int8), rng.random((r, n, n)) < 0.9
     data = relational_data.as_data(Y, mask, symmetric)
     hp = lfrm.Hyperparams(k_max=k_max, births="fitted", symmetric=symmetric)
-    Z = jnp.asarray(np.pad(rng.random((2, n, 6)) < 0.25, ((0, 0), (0, 0), (0, k_max - 6))).astype(float))
+    Z = np.pad(rng.random((2, n, 6)) < 0.25, ((0, 0), (0, 0), (0, k_max - 6))).astype(float)
+    Z[:, :, 6:8] = 0.0
+    Z[:, 3, 6] = Z[:, 11, 7] = 1.0  # rows 3 and 11 hold a feature of their own: deaths are proposed
+    Z = jnp.asarray(Z)
     W = jnp.asarray(rng.normal(size=(2, r, k_max, k_max)))
     reg = gibbs.init(jax.random.key(0), data, hp).reg
 
