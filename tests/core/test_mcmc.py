@@ -1,6 +1,6 @@
 """Diagnostics of (chain, draw) draws and their ArviZ conversion: R-hat and ESS on
 autoregressive chains whose effective sample size is known, R-hat equal to ArviZ's split
-R-hat, and the groups of the InferenceData."""
+R-hat, and the groups of the InferenceData; the order of every sampler's LAPACK calls."""
 
 import numpy as np
 import pytest
@@ -95,3 +95,44 @@ def test_the_kept_draws_are_every_thinning_th_transition_after_the_warm_up():
     np.testing.assert_allclose(draws, np.stack([by_hand[4], by_hand[6], by_hand[8]]), rtol=1e-12)
     empty = run_chains(kernel, jax.random.key(6), data, num_warmup=2, num_samples=1, thinning=2)
     assert empty["beta"].shape == (1, 0, 4)
+
+
+def _kernel_cases():
+    """(kernel, model arguments, whether its step calls LAPACK) of every sampler of the
+    library on a small problem."""
+    import jax.numpy as jnp
+
+    from bayeskit.relational import irm, lfrm
+    from bayeskit.relational.data import as_data as relational_data
+    from bayeskit.relational.ibp import linear_gaussian as lg
+    from bayeskit.relational.irm import IRMGibbs
+    from bayeskit.relational.lfrm.gibbs import LFRMGibbs
+    from bayeskit.sparse import bayesian_lasso as bl
+
+    rng = np.random.default_rng(0)
+    Y, mask = rng.integers(0, 2, (3, 12, 12)).astype(np.int8), rng.random((3, 12, 12)) < 0.9
+    relations = (relational_data(Y, mask, False),)
+    X = rng.normal(size=(20, 6))
+    return {
+        "LFRM, prior births": (LFRMGibbs(lfrm.Hyperparams(k_max=6)), relations, False),
+        "LFRM, fitted births": (LFRMGibbs(lfrm.Hyperparams(k_max=6, births="fitted")), relations, True),
+        "IRM": (IRMGibbs(irm.Hyperparams(c_max=5)), relations, False),
+        "IBP linear-Gaussian": (lg.CollapsedGibbs(lg.Hyperparams(k_max=6)), (jnp.asarray(X),), True),
+        "Bayesian lasso": (bl.BayesianLassoGibbs(bl.Hyperparams()), (bl.as_data(X, X @ rng.normal(size=6)),), True),
+    }
+
+
+@pytest.mark.parametrize("name", ["LFRM, prior births", "LFRM, fitted births", "IRM", "IBP linear-Gaussian", "Bayesian lasso"])
+def test_vectorised_samplers_make_their_lapack_calls_one_at_a_time(name):
+    """Every sampler's step over two vectorised chains makes its LAPACK calls one after
+    another (``lapack_order``): batched calls side by side can leave every CPU thread
+    waiting (bayeskit.core.xla). The samplers that call none are named, so that one that
+    starts to is checked too."""
+    import jax
+    from lapack_order import lapack_calls, one_at_a_time
+
+    kernel, args, calls_lapack = _kernel_cases()[name]
+    state = kernel.init(jax.random.split(jax.random.key(0), 2), 0, None, args, {})
+    bodies = lapack_calls(jax.make_jaxpr(lambda s: kernel.sample(s, args, {}))(state))
+    assert any(bodies) == calls_lapack, bodies
+    assert one_at_a_time(bodies), bodies
