@@ -24,20 +24,58 @@ from jaxtyping import Array, Float, PRNGKeyArray
 _LN_COV = jnp.array([[1.0, 0.5], [0.5, 1.0]])
 
 
+@functools.partial(jax.jit, static_argnames=("n", "dtype"))
 def _lognormal_inputs(key: PRNGKeyArray, n: int, dtype) -> Array:
     chol = jnp.linalg.cholesky(_LN_COV.astype(dtype))
     return jnp.exp(jax.random.normal(key, (n, 2), dtype) @ chol.T)
 
 
-@functools.partial(jax.jit, static_argnames="n_samples")
+GAMMA_DRAWS = 1 << 17
+
+
+def _gamma(key: PRNGKeyArray, a: Array) -> Array:
+    """``jax.random.gamma(key, a)``, bit for bit, by one compiled sampler for every shape of
+    ``a`` up to ``GAMMA_DRAWS`` entries (one per power of two above): JAX's sampler takes
+    about a second to compile, and the generators draw Gamma variates of four shapes. JAX
+    gives each variate of a's flattened shape its own key, split from ``key`` by counter, so
+    under the partitionable Threefry (see :func:`drawn_rows`) a flat draw padded with ones
+    begins with the variates of ``a``."""
+    size = max(GAMMA_DRAWS, 1 << max(a.size - 1, 0).bit_length())
+    return _unflattened(_gamma_flat(key, _flat_padded(a, size)), a.shape)
+
+
+@functools.partial(jax.jit, static_argnames="size")
+def _flat_padded(a: Array, size: int) -> Array:
+    return jnp.pad(a.ravel(), (0, size - a.size), constant_values=1)
+
+
+@jax.jit
+def _gamma_flat(key: PRNGKeyArray, a: Array) -> Array:
+    return jax.random.gamma(key, a)
+
+
+@functools.partial(jax.jit, static_argnames="shape")
+def _unflattened(flat: Array, shape: tuple[int, ...]) -> Array:
+    return flat[: math.prod(shape)].reshape(shape)
+
+
 def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 1"]:
     """``n_samples`` draws of y | x for every row of X (1-D problem)."""
     X = jnp.asarray(X)
     k_tau, k_zeta = jax.random.split(key)
-    m = X.shape[0]
-    tau = jax.random.bernoulli(k_tau, 0.3, (n_samples, m)).astype(X.dtype)
-    zeta = jax.random.gamma(k_zeta, jnp.broadcast_to(X[:, 0], (n_samples, m)), dtype=X.dtype) / X[:, 1]
-    return jnp.log(zeta + 0.4 * tau + 0.1)[..., None]
+    return _log_shifted(k_tau, X, _gamma(k_zeta, _repeated(X[:, 0], n_samples)))
+
+
+@functools.partial(jax.jit, static_argnames="n")
+def _repeated(a: Array, n: int) -> Array:
+    return jnp.broadcast_to(a, (n,) + a.shape)
+
+
+@jax.jit
+def _log_shifted(k_tau: PRNGKeyArray, X: Array, gamma: Array) -> Array:
+    """``y = log(zeta + 0.4 tau + 0.1)`` from Gamma(x1, 1) variates (n_samples, m)."""
+    tau = jax.random.bernoulli(k_tau, 0.3, gamma.shape).astype(X.dtype)
+    return jnp.log(gamma / X[:, 1] + 0.4 * tau + 0.1)[..., None]
 
 
 MIN_ROWS = 4096
@@ -45,13 +83,13 @@ MIN_ROWS = 4096
 
 def drawn_rows(n: int) -> int:
     """How many rows the generators draw for ``n``: a power of two, at least ``MIN_ROWS``,
-    so that every size up to it runs one compiled program (a Gamma sampler takes one to two
-    seconds to compile). Each row's draws come from its own counter-based key, so the first
-    ``n`` rows are the draws of size ``n`` (bit for bit at the experiments' sizes; a matrix
-    product of another shape may round by an ulp). That rests on JAX's partitionable
-    Threefry (``jax_threefry_partitionable``, the default, with the threefry implementation);
-    under another PRNG the draws of a size are still reproducible but differ from a direct
-    draw of it. Keeping the first ``n`` rows runs a small slicing program per size."""
+    so that every size up to it runs the same compiled programs. Each row's draws come from
+    its own counter-based key, so the first ``n`` rows are the draws of size ``n`` (bit for
+    bit at the experiments' sizes; a matrix product of another shape may round by an ulp).
+    That rests on JAX's partitionable Threefry (``jax_threefry_partitionable``, the default,
+    with the threefry implementation); under another PRNG the draws of a size are still
+    reproducible but differ from a direct draw of it. Keeping the first ``n`` rows runs a
+    small slicing program per size."""
     return max(MIN_ROWS, 1 << max(n - 1, 0).bit_length())
 
 
@@ -61,7 +99,6 @@ def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Ar
     return X[:n], Y[:n]
 
 
-@functools.partial(jax.jit, static_argnames=("n", "dtype"))
 def _synthetic_1d(key: PRNGKeyArray, n: int, dtype) -> tuple[Array, Array]:
     k_x, k_y = jax.random.split(key)
     X = _lognormal_inputs(k_x, n, dtype)
@@ -87,6 +124,7 @@ def sbmoe_logpdf_1d(X: Float[Array, "m 2"], Y: Float[Array, "... m 1"]) -> Float
     return jnp.logaddexp(part(0.0, 0.7), part(1.0, 0.3))
 
 
+@jax.jit
 def sbmoe_features_2d(E: Float[Array, "n 2"]) -> Float[Array, "n 32"]:
     """The 32 inputs of the 2-D problem from the latent ``e``."""
     E = jnp.asarray(E)
@@ -102,15 +140,26 @@ def _scale_2d(E: Array) -> Array:
     return jnp.stack([jnp.stack([e1**2, 0.5 * e1], -1), jnp.stack([0.5 * e1, 0.25 + e2**2], -1)], -2)
 
 
-@functools.partial(jax.jit, static_argnames="n_samples")
 def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 2"]:
     """``n_samples`` draws of y | e for every latent row of E (2-D problem)."""
     E = jnp.asarray(E)
-    m, dtype = E.shape[0], E.dtype
     k_tau, k_chi, k_norm = jax.random.split(key, 3)
-    # zeta^-1 ~ W((S S')^-1, 3) by the Bartlett decomposition
+    chi2 = _gamma(k_chi, _bartlett_shapes(E, n_samples))  # halves of the Bartlett diagonals' chi-square variates
+    return _log_wishart_2d(k_tau, k_norm, E, chi2)
+
+
+@functools.partial(jax.jit, static_argnames="n_samples")
+def _bartlett_shapes(E: Array, n_samples: int) -> Array:
+    return jnp.broadcast_to(jnp.array([1.5, 1.0], E.dtype), (n_samples, E.shape[0], 2))
+
+
+@jax.jit
+def _log_wishart_2d(k_tau: PRNGKeyArray, k_norm: PRNGKeyArray, E: Array, chi2: Array) -> Array:
+    """y from zeta^-1 ~ W((S S')^-1, 3) by the Bartlett decomposition, its diagonals'
+    Gamma(3/2, 1) and Gamma(1, 1) variates ``chi2`` (n_samples, m, 2) given."""
+    n_samples, m, dtype = chi2.shape[0], E.shape[0], E.dtype
     P = jnp.linalg.cholesky(jnp.linalg.inv(_scale_2d(E)))
-    chi = jnp.sqrt(2 * jax.random.gamma(k_chi, jnp.array([1.5, 1.0], dtype), (n_samples, m, 2), dtype))
+    chi = jnp.sqrt(2 * chi2)
     low = jax.random.normal(k_norm, (n_samples, m), dtype)
     A = jnp.zeros((n_samples, m, 2, 2), dtype).at[..., 0, 0].set(chi[..., 0]).at[..., 1, 1].set(chi[..., 1]).at[..., 1, 0].set(low)
     factor = P @ A
@@ -126,7 +175,6 @@ def sbmoe_synthetic_2d(key: PRNGKeyArray, n: int, dtype=None, *, return_latent: 
     return (X, Y, E) if return_latent else (X, Y)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "dtype"))
 def _synthetic_2d(key: PRNGKeyArray, n: int, dtype):
     k_e, k_y = jax.random.split(key)
     E = _lognormal_inputs(k_e, n, dtype)

@@ -37,6 +37,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_conditional_2d, sbmoe_logpdf_1d, sbmoe_synthetic_1d, sbmoe_synthetic_2d
 from bayeskit.density import cdpmm, gp, sbmoe
@@ -74,6 +75,12 @@ def _row(mix: Mixture, i) -> Mixture:
     take = lambda a, per_input: jax.lax.dynamic_index_in_dim(a, i, 0, keepdims=True) if per_input else a
     return Mixture(take(mix.log_weights, True), take(mix.means, mix.means.ndim == 3 and mix.means.shape[0] == m),
                    take(mix.scale_tril, mix.scale_tril.ndim == 4 and mix.scale_tril.shape[0] == m))
+
+
+@jax.jit
+def _log_prob_at(mix: Mixture, i, y) -> Array:
+    """``log q(y | x_i)`` of the mixture's input ``i`` at the points ``y`` (k, 1, dy)."""
+    return _row(mix, i).log_prob(y)
 
 
 def _scott_covariance(samples: np.ndarray) -> np.ndarray:
@@ -138,7 +145,7 @@ def evaluate(mixtures: dict[str, Mixture], truth: np.ndarray, problem: str, cfg:
     """Per-method metric arrays (n_test, 3) against the KDE and, in 1-D, the exact density."""
     out = {name: {"kde": [], "exact": []} for name in mixtures}
     size = cfg["grid"][problem]
-    log_prob_at = jax.jit(lambda mix, i, y: _row(mix, i).log_prob(y))
+    X_test = np.asarray(X_test)  # its rows sliced on the host, not by a program per row
     for i in range(truth.shape[1]):
         samples = np.asarray(truth[:, i, :], np.float64)
         axes = _grid(samples, size)
@@ -146,10 +153,10 @@ def evaluate(mixtures: dict[str, Mixture], truth: np.ndarray, problem: str, cfg:
         mesh = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, samples.shape[1])
         cell = float(np.prod([a[1] - a[0] for a in axes]))
         for name, mix in mixtures.items():
-            log_q = np.asarray(log_prob_at(mix, i, jnp.asarray(mesh)[:, None, :]))[:, 0].reshape(p.shape)
+            log_q = np.asarray(_log_prob_at(mix, i, jnp.asarray(mesh)[:, None, :]))[:, 0].reshape(p.shape)
             out[name]["kde"].append(_grid_metrics(p, log_q, cell))
             if problem == "1d":
-                log_q_s = np.asarray(log_prob_at(mix, i, jnp.asarray(samples)[:, None, :]))[:, 0]
+                log_q_s = np.asarray(_log_prob_at(mix, i, jnp.asarray(samples)[:, None, :]))[:, 0]
                 log_p_s = np.asarray(sbmoe_logpdf_1d(X_test[i : i + 1], jnp.asarray(samples)[:, None, :]))[:, 0]
                 out[name]["exact"].append(_exact_metrics(log_p_s, log_q_s))
     return {name: {k: np.asarray(v) for k, v in d.items() if v} for name, d in out.items()}
@@ -171,7 +178,7 @@ def _diagnostics(result, hp) -> dict:
     E[Lambda] (standardised inputs) and the largest share of points on one expert."""
     state = result.state
     dx, dy = state.data.X.shape[1], state.data.Y.shape[1]
-    priors = hp.priors(dx, dy, state.data.X.dtype)
+    priors = sbmoe.resolved_priors(hp, dx, dy, state.data.X.dtype)
     share = np.asarray(state.experts.nu - priors.nu0) / state.data.X.shape[0]
     return {"neighbourhood": np.asarray(state.neighbourhood).tolist(),
             "elbo_terms": {k: float(v) for k, v in state.bound.items()},
@@ -230,6 +237,7 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
     import matplotlib.pyplot as plt
 
     n_show = min(6, truth.shape[1])
+    X_test = np.asarray(X_test)
     if problem == "1d":
         fig, axes = plt.subplots(2, 3, figsize=(12, 6))
         for j, ax in enumerate(axes.flat[:n_show]):
@@ -239,7 +247,7 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
             true = sbmoe_logpdf_1d(X_test[j : j + 1], jnp.asarray(grid)[:, None, None])
             ax.plot(grid, np.exp(np.asarray(true))[:, 0], "k", lw=1, label="true density")
             for name, mix in mixtures.items():
-                ax.plot(grid, np.exp(np.asarray(_row(mix, j).log_prob(jnp.asarray(grid)[:, None, None])))[:, 0], lw=1.2, label=name)
+                ax.plot(grid, np.exp(np.asarray(_log_prob_at(mix, j, jnp.asarray(grid)[:, None, None])))[:, 0], lw=1.2, label=name)
             ax.set_title(f"x = ({float(X_test[j, 0]):.2f}, {float(X_test[j, 1]):.2f})", fontsize=9)
             ax.set_ylim(0, None)
         axes.flat[0].legend(fontsize=7)
@@ -252,7 +260,7 @@ def _figure(out_dir, problem, mixtures, truth, X_test):
             axes[j, 0].contourf(axes_grid[0], axes_grid[1], _binned_kde(samples, axes_grid).T, levels=12)
             axes[j, 0].set_title("truth (KDE)" if j == 0 else "", fontsize=9)
             for k, (name, mix) in enumerate(mixtures.items(), start=1):
-                dens = np.exp(np.asarray(_row(mix, j).log_prob(jnp.asarray(mesh.reshape(-1, 2))[:, None, :])))[:, 0].reshape(96, 96)
+                dens = np.exp(np.asarray(_log_prob_at(mix, j, jnp.asarray(mesh.reshape(-1, 2))[:, None, :])))[:, 0].reshape(96, 96)
                 axes[j, k].contourf(axes_grid[0], axes_grid[1], dens.T, levels=12)
                 axes[j, k].set_title(name if j == 0 else "", fontsize=9)
     number = 1 if problem == "1d" else 2

@@ -29,6 +29,7 @@ from bayeskit.density.sbmoe.inference import (
     kmeans_pp_labels,
     mean_precision,
     objective,
+    resolved_priors,
     update,
 )
 from bayeskit.density.sbmoe.model import (
@@ -51,5 +52,5 @@ __all__ = [
     "DEFAULT_OPTIMIZER", "Data", "EStep", "Experts", "GateParams", "Hyperparams", "Mixture", "Priors", "State",
     "agglomerative_labels", "bartlett", "elbo_terms", "estep", "expected_loglik", "fit", "gate_logits", "gate_loss",
     "init", "kl_experts", "kl_gate", "kl_wishart", "kmeans_pp_labels", "linearised_b", "mean_precision", "niw_update", "objective",
-    "pairwise_sqdist", "predictive", "prepare", "scatter", "solve_lp", "update",
+    "pairwise_sqdist", "predictive", "prepare", "resolved_priors", "scatter", "solve_lp", "update",
 ]

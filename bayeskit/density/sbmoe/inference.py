@@ -428,7 +428,7 @@ def fit(
     if init_labels is not None:
         init_labels = as_array(init_labels, jnp.int32)
     X = as_array(X)
-    priors = _priors(_loop.as_arrays(hparams, X.dtype), X.shape[1], jnp.shape(Y)[1], X.dtype)
+    priors = resolved_priors(hparams, X.shape[1], jnp.shape(Y)[1], X.dtype)
     return _fit(key, X, as_array(Y, X.dtype), priors, settings(hparams), init_labels, max_iter=max_iter,
                 tol=_loop.tolerance(tol, X.dtype), optimizer=_static_optimizer(optimizer or DEFAULT_OPTIMIZER), progress=progress, throw=throw)
 
@@ -445,6 +445,12 @@ def settings(hparams: Hyperparams) -> Hyperparams:
     hyperparameter sets that differ only in values, or in which values are left to their
     defaults, give the same settings and share one compiled fit."""
     return jax.tree.map(lambda _: None, hparams)
+
+
+def resolved_priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
+    """``hparams.priors(dx, dy, dtype)`` by one compiled program per setting (the continuous
+    fields traced), not an operation at a time."""
+    return _priors(_loop.as_arrays(hparams, dtype), dx, dy, dtype)
 
 
 @eqx.filter_jit
