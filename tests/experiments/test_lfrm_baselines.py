@@ -1,10 +1,11 @@
 """The LFRM experiment's model-free rows on a network with planted structure."""
 
 import numpy as np
+import pytest
 from sklearn.metrics import roc_auc_score
 
 from bayeskit.datasets import holdout_split
-from bayeskit.experiments.lfrm_link_prediction import baseline_aucs
+from bayeskit.experiments.lfrm_link_prediction import baseline_aucs, roc_auc
 
 
 def test_baselines_come_near_the_oracle_on_two_planted_communities():
@@ -25,3 +26,17 @@ def test_baselines_come_near_the_oracle_on_two_planted_communities():
     assert set(aucs) == {"Katz", "common neighbours"}
     for result in aucs.values():
         assert oracle - 0.08 < result["auc_mean"] and result["auc_mean"] > 0.65 and result["paper"] is None
+
+
+def test_the_rank_auc_is_scikit_learns():
+    """Continuous scores, scores with many ties (a coarse probability, as a model's on
+    few cells) and perfectly separating ones give scikit-learn's AUC; one class alone is
+    refused."""
+    rng = np.random.default_rng(3)
+    for n in (2, 7, 40, 500):
+        y = rng.random(n) < 0.3
+        y[:2] = [True, False]
+        for score in (rng.normal(size=n) + y, np.round(rng.random(n) + 0.3 * y, 1), y.astype(float)):
+            np.testing.assert_allclose(roc_auc(y.astype(np.int8), score), roc_auc_score(y, score), rtol=1e-12)
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc(np.ones(5), np.arange(5.0))
