@@ -12,6 +12,7 @@ import inspect
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 
@@ -95,10 +96,13 @@ def all_finite(*arrays) -> Array:
 
 def readable_failure(fit):
     """Decorate a public fit that takes ``throw``: called with concrete data and
-    ``throw=True``, it waits for the result and re-raises a failure as a ``RuntimeError``
-    that names the fit and gives the :class:`Status` sentence alone (equinox's error wraps
-    it in a dump of the compiled program's stack). Under the caller's ``jit`` or ``vmap``
-    (traced arguments) the fit is called as it is."""
+    ``throw=True``, it runs the fit with ``throw=False`` and raises a failure from the
+    returned status as a ``RuntimeError`` that names the fit and gives the :class:`Status`
+    sentence alone. The compiled program then holds no error callback, so that it is the
+    same program as ``throw=False`` and can be kept on disk between processes
+    (:mod:`bayeskit.core.executables` and JAX's cache keep no program with a host
+    callback). Under the caller's ``jit`` or ``vmap`` (traced arguments) the fit is called
+    as it is, raising from inside the program."""
     signature = inspect.signature(fit)
     default = signature.parameters["throw"].default
     name = f"{fit.__module__.removeprefix('bayeskit.')}.{fit.__name__}"
@@ -108,13 +112,10 @@ def readable_failure(fit):
         throw = kwargs.get("throw", default)
         if not throw or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
             return fit(*args, **kwargs)
-        try:
-            return jax.block_until_ready(fit(*args, **kwargs))
-        except (eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError) as error:
-            sentence = next((Status[item] for item in (Status.nonfinite, Status.not_positive_definite)
-                             if Status[item] in str(error)), None)
-            if sentence is None:
-                raise
-            raise RuntimeError(f"{name} failed: {sentence}") from None
+        result = fit(*args, **{**kwargs, "throw": False})
+        for failure in (Status.nonfinite, Status.not_positive_definite):
+            if np.any(np.asarray(result.status == failure)):
+                raise RuntimeError(f"{name} failed: {Status[failure]}")
+        return result
 
     return wrapper

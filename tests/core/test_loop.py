@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from compilations import count_compilations
 
 from bayeskit.core import status
 from bayeskit.core.loop import run
@@ -274,6 +275,20 @@ def test_a_public_fit_raises_the_status_sentence_alone():
         public(init(0.0, bad_at=2), use_failed=True)  # throw defaults to True
     assert _status_name(public(init(0.0, nan_at=3), throw=False).status) == "nonfinite"
     assert _status_name(jax.jit(lambda s: public(s, throw=False))(init(0.0)).status) == "successful"
+
+
+def test_a_public_fit_with_throw_runs_the_program_without_the_error_callback():
+    """At top level throw=True runs the throw=False program (no host callback, so it can be
+    kept on disk between processes): after one call with either, the other compiles nothing
+    and both return the same result."""
+    public = status.readable_failure(fit)
+    raising = public(init(0.5), throw=True)
+    with count_compilations() as seen:
+        quiet = public(init(0.5), throw=False)
+    assert seen["compiles"] == 0, seen
+    np.testing.assert_array_equal(np.asarray(raising.trace), np.asarray(quiet.trace))
+    assert "callback" not in jax.jit(lambda s: fit(s, throw=False)).lower(init(0.5)).as_text()
+    assert "callback" in jax.jit(lambda s: fit(s, throw=True)).lower(init(0.5)).as_text()  # what a traced call keeps
 
 
 def test_throw_inside_a_sweep_is_refused_before_compiling():
