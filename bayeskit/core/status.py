@@ -101,8 +101,8 @@ def readable_failure(fit):
     sentence alone. The compiled program then holds no error callback, so that it is the
     same program as ``throw=False`` and can be kept on disk between processes
     (:mod:`bayeskit.core.executables` and JAX's cache keep no program with a host
-    callback). Under the caller's ``jit`` or ``vmap`` (traced arguments) the fit is called
-    as it is, raising from inside the program."""
+    callback). Under the caller's ``jit`` or ``vmap`` (traced arguments, or data its
+    function closes over) the fit raises from inside the program, as ``throw=True`` does."""
     signature = inspect.signature(fit)
     default = signature.parameters["throw"].default
     name = f"{fit.__module__.removeprefix('bayeskit.')}.{fit.__name__}"
@@ -113,6 +113,9 @@ def readable_failure(fit):
         if not throw or any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((args, kwargs))):
             return fit(*args, **kwargs)
         result = fit(*args, **{**kwargs, "throw": False})
+        status = result.status
+        if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(status)):  # data closed over by the caller's jit
+            return eqx.tree_at(lambda r: r.trace, result, status.error_if(result.trace, is_failure(status)))
         for failure in (Status.nonfinite, Status.not_positive_definite):
             if np.any(np.asarray(result.status == failure)):
                 raise RuntimeError(f"{name} failed: {Status[failure]}")

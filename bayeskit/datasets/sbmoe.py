@@ -34,7 +34,7 @@ GAMMA_DRAWS = 1 << 17
 
 
 def _gamma(key: PRNGKeyArray, a: Array) -> Array:
-    """``jax.random.gamma(key, a)``, bit for bit, by one compiled sampler for every shape of
+    """``jax.random.gamma(key, a, dtype=a.dtype)``, bit for bit, by one compiled sampler for every shape of
     ``a`` up to ``GAMMA_DRAWS`` entries (one per power of two above): JAX's sampler takes
     about a second to compile, and the generators draw Gamma variates of four shapes. JAX
     gives each variate of a's flattened shape its own key, split from ``key`` by counter, so
@@ -51,7 +51,7 @@ def _flat_padded(a: Array, size: int) -> Array:
 
 @jax.jit
 def _gamma_flat(key: PRNGKeyArray, a: Array) -> Array:
-    return jax.random.gamma(key, a)
+    return jax.random.gamma(key, a, dtype=a.dtype)
 
 
 @functools.partial(jax.jit, static_argnames="shape")

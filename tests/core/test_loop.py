@@ -262,9 +262,9 @@ def test_a_nan_in_the_state_is_nonfinite_even_when_the_objective_is_finite():
 
 
 def test_a_public_fit_raises_the_status_sentence_alone():
-    """With throw=True a decorated fit waits for its result and re-raises a failure as a
-    RuntimeError naming the fit, without equinox's stack dump; throw=False and calls under
-    the caller's jit are untouched."""
+    """With throw=True a decorated fit raises a failure as a RuntimeError naming the fit,
+    without equinox's stack dump; throw=False and calls under the caller's jit are
+    untouched."""
     public = status.readable_failure(fit)
     with pytest.raises(RuntimeError) as caught:
         public(init(0.0, nan_at=3), throw=True)
@@ -289,6 +289,17 @@ def test_a_public_fit_with_throw_runs_the_program_without_the_error_callback():
     np.testing.assert_array_equal(np.asarray(raising.trace), np.asarray(quiet.trace))
     assert "callback" not in jax.jit(lambda s: fit(s, throw=False)).lower(init(0.5)).as_text()
     assert "callback" in jax.jit(lambda s: fit(s, throw=True)).lower(init(0.5)).as_text()  # what a traced call keeps
+
+
+def test_a_public_fit_on_data_closed_over_by_a_jit_raises_from_inside_it():
+    """Under the caller's jit with the data closed over (no traced argument) the fit still
+    runs and, on failure, raises from inside the program as throw=True does."""
+    public = status.readable_failure(fit)
+    ok = jax.jit(lambda: public(init(0.5)).trace)()
+    np.testing.assert_array_equal(np.asarray(ok), np.asarray(public(init(0.5)).trace))
+    assert jax.eval_shape(lambda: public(init(0.5)).trace).shape == (200,)
+    with pytest.raises((eqx.EquinoxRuntimeError, jax.errors.JaxRuntimeError), match="the objective or the estimates became NaN or inf"):
+        jax.block_until_ready(jax.jit(lambda: public(init(0.0, nan_at=3)).trace)())  # equinox's error, wrapped by jax.jit
 
 
 def test_throw_inside_a_sweep_is_refused_before_compiling():

@@ -39,16 +39,29 @@ def test_the_shared_gamma_sampler_draws_what_jax_draws(shape, dtype):
     (Gamma shapes from 0.1 to 5; the last size above the block, padded to twice it)."""
     key = jax.random.key(len(shape))
     a = jax.random.uniform(jax.random.key(7), shape, dtype, 0.1, 5.0)
-    np.testing.assert_array_equal(np.asarray(data._gamma(key, a)), np.asarray(jax.random.gamma(key, a)))
+    got = data._gamma(key, a)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(jax.random.gamma(key, a, dtype=dtype)))
 
 
-def test_every_generator_draws_through_one_gamma_program():
+def test_the_generators_keep_the_dtype_they_are_given():
+    key = jax.random.key(2)
+    for arrays in (data.sbmoe_synthetic_1d(key, 30, np.float32), data.sbmoe_synthetic_2d(key, 30, np.float32, return_latent=True)):
+        assert all(a.dtype == np.float32 for a in arrays)
+    X, _, E = data.sbmoe_synthetic_2d(key, 6, np.float32, return_latent=True)
+    assert data.sbmoe_conditional_1d(key, X[:, :2], 5).dtype == np.float32
+    assert data.sbmoe_conditional_2d(key, E, 5).dtype == np.float32
+
+
+def test_every_generator_draws_through_one_gamma_program(monkeypatch):
     """After one generator has run, the other three (other shapes of Gamma draws, up to
-    GAMMA_DRAWS variates) compile no Gamma sampler of their own."""
+    GAMMA_DRAWS variates, sizes no other test draws) trace no Gamma sampler of their own."""
     key = jax.random.key(5)
     X, _ = data.sbmoe_synthetic_1d(key, 50)
-    with count_compilations() as seen:
-        data.sbmoe_conditional_1d(key, X[:7], 300)
-        _, _, E = data.sbmoe_synthetic_2d(key, 50, return_latent=True)
-        data.sbmoe_conditional_2d(key, E[:9], 200)
-    assert "jit(_gamma_flat)" not in seen["compiled"], seen
+    traced = []
+    gamma = jax.random.gamma
+    monkeypatch.setattr(jax.random, "gamma", lambda *args, **kwargs: traced.append(args[1].shape) or gamma(*args, **kwargs))
+    data.sbmoe_conditional_1d(key, X[:7], 301)
+    _, _, E = data.sbmoe_synthetic_2d(key, 50, return_latent=True)
+    data.sbmoe_conditional_2d(key, E[:9], 203)
+    assert traced == [], traced

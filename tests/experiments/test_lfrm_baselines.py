@@ -30,8 +30,8 @@ def test_baselines_come_near_the_oracle_on_two_planted_communities():
 
 def test_the_rank_auc_is_scikit_learns():
     """Continuous scores, scores with many ties (a coarse probability, as a model's on
-    few cells) and perfectly separating ones give scikit-learn's AUC; one class alone is
-    refused."""
+    few cells) and perfectly separating ones give scikit-learn's AUC; one class alone,
+    labels other than 0/1 and a NaN score are refused."""
     rng = np.random.default_rng(3)
     for n in (2, 7, 40, 500):
         y = rng.random(n) < 0.3
@@ -40,3 +40,7 @@ def test_the_rank_auc_is_scikit_learns():
             np.testing.assert_allclose(roc_auc(y.astype(np.int8), score), roc_auc_score(y, score), rtol=1e-12)
     with pytest.raises(ValueError, match="both classes"):
         roc_auc(np.ones(5), np.arange(5.0))
+    with pytest.raises(ValueError, match="labels 0 and 1"):
+        roc_auc(np.array([-1, 1, 1]), np.arange(3.0))
+    with pytest.raises(ValueError, match="finite scores; 1 are not"):
+        roc_auc(np.array([0, 1, 1]), np.array([0.1, np.nan, 0.3]))
