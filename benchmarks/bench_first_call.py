@@ -17,8 +17,14 @@ use of the fitted estimator (``predict``, ``predict_proba``, ``transform``, ``sc
 ``mahalanobis`` on the fit's rows) and counts what it compiles and reads. Results:
 ``benchmarks/results/first_call.json``.
 
+``--functional`` measures the public functional fits the same way, called as a user's own
+code calls them: at top level, with their defaults (``throw=True`` among them), on the
+small data of an estimator's case (``FUNCTIONAL``; no first use). Results:
+``benchmarks/results/first_call_functional.json``.
+
     python benchmarks/bench_first_call.py                      # every estimator
     python benchmarks/bench_first_call.py --only GraphicalLasso MinCovDet
+    python benchmarks/bench_first_call.py --functional
 """
 
 from __future__ import annotations
@@ -38,9 +44,62 @@ CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 MODES = ("off", "fill", "cached")
 
 
+def functional_calls() -> dict:
+    """Each public functional fit: the estimator case whose small data it takes, and its call
+    on that case's drawn arguments (top level, default ``throw``)."""
+    sys.path.insert(0, str(HERE))
+    import bench_estimators as bench
+    import jax
+
+    from bayeskit.covariance import glasso
+    from bayeskit.density import sbmoe
+    from bayeskit.multilabel import bsml
+    from bayeskit.relational import mmsb
+    from bayeskit.sparse import sparse_bayes
+
+    k = jax.random.key(0)
+    return {
+        "glasso.fit": ("GraphicalLasso", lambda X: glasso.fit(bench.covariance_of(X), glasso.Hyperparams(0.1))),
+        "sbmoe.fit": ("SBMoERegressor", lambda X, Y: sbmoe.fit(k, X, Y, sbmoe.Hyperparams(n_experts=8, gate_steps=10), max_iter=5)),
+        "bsml.fit": ("BSMLClassifier", lambda X, Y: bsml.fit(k, X, Y, bsml.Hyperparams(n_components=4), max_iter=100)),
+        "mmsb.fit": ("MMSBLinkPredictor", lambda Y, mask: mmsb.fit(k, Y, mask, mmsb.Hyperparams(n_blocks=4), max_iter=100)),
+        "sparse_bayes.fit": ("RVMRegressor", lambda X, y: sparse_bayes.fit(sparse_bayes.design(X, kernel="rbf", gamma=0.1, bias=True), y)),
+    }
+
+
+FUNCTIONAL = ("bsml.fit", "glasso.fit", "mmsb.fit", "sbmoe.fit", "sparse_bayes.fit")
+
+
+def measure_functional(name: str) -> dict:
+    """:func:`measure` for the public functional fit ``name`` (no first use)."""
+    sys.path.insert(0, str(HERE))
+    import bench_estimators as bench
+    import jax
+    import jax.numpy as jnp
+
+    estimator, call = functional_calls()[name]
+    case = bench.CASES[estimator]("small")
+    first_args, second_args = case.draw(0), case.draw(1)
+    jax.block_until_ready(jnp.zeros(1) + 1)
+    hits = []
+    jax.monitoring.register_event_listener(lambda event, **kw: hits.append(1) if event == CACHE_HIT_EVENT else None)
+    counter = bench.CompileCounter()
+    with counter.counting():
+        t = time.perf_counter()
+        jax.block_until_ready(call(*first_args))
+        first_s = time.perf_counter() - t
+    compiled, read = sum(counter.compiles.values()), len(hits)
+    t = time.perf_counter()
+    jax.block_until_ready(call(*second_args))
+    return {"first_fit_s": first_s, "second_fit_s": time.perf_counter() - t, "compilations": compiled - read,
+            "read_from_cache": read, "first_use": None, "problem": f"{case.problem} ({estimator}'s small data)"}
+
+
 def measure(name: str) -> dict:
     """In this (fresh) process: the first and a second fit of ``name``'s small case, and the
     XLA compilations of the first."""
+    if name in FUNCTIONAL:
+        return measure_functional(name)
     sys.path.insert(0, str(HERE))
     import bench_estimators as bench
     import jax
@@ -125,21 +184,21 @@ def print_row(r: dict) -> None:
         print(f"{r['estimator']:<23} failed: {errors}", flush=True)
         return
     off, fill, cached = r["off"], r["fill"], r["cached"]
+    use = "" if off["first_use"] is None else f"  {off['first_use_s']:6.2f} {off['first_use_compilations']:3d} {cached['first_use_s']:6.3f}"
     print(f"{r['estimator']:<23} {off['first_fit_s']:8.2f} {off['second_fit_s']:8.3f} {r['compile_s']:8.2f} {off['compilations']:5d} "
           f"{fill['first_fit_s']:8.2f} {cached['first_fit_s']:8.3f} {cached['read_from_cache']:5d} {cached['compilations']:5d}  "
-          f"{'yes' if r['meets_compile_target'] else 'NO':>4} {'yes' if r['meets_cached_target'] else 'NO':>4}  "
-          f"{off['first_use_s']:6.2f} {off['first_use_compilations']:3d} {cached['first_use_s']:6.3f}", flush=True)
+          f"{'yes' if r['meets_compile_target'] else 'NO':>4} {'yes' if r['meets_cached_target'] else 'NO':>4}{use}", flush=True)
 
 
 def main(argv=None) -> int:
     import bayeskit.estimators as estimators
 
-    names = estimators.__all__
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", nargs="+", choices=sorted(names), metavar="ESTIMATOR", help="these estimators only")
+    parser.add_argument("--only", nargs="+", choices=sorted(estimators.__all__) + list(FUNCTIONAL), metavar="NAME",
+                        help="these estimators (or, with --functional, fits) only")
+    parser.add_argument("--functional", action="store_true", help="the public functional fits (FUNCTIONAL), not the estimators")
     parser.add_argument("--case-timeout", type=float, default=600.0, help="seconds before one process is stopped")
-    parser.add_argument("--out", default=str(HERE / "results" / "first_call.json"))
+    parser.add_argument("--out", default=None, help="default: results/first_call.json (first_call_functional.json with --functional)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--case-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -148,6 +207,10 @@ def main(argv=None) -> int:
         return 0
     import platform
 
+    names = FUNCTIONAL if args.functional else estimators.__all__
+    if args.only and set(args.only) - set(names):
+        parser.error(f"{sorted(set(args.only) - set(names))} not among {'the functional fits' if args.functional else 'the estimators'}")
+    args.out = args.out or str(HERE / "results" / ("first_call_functional.json" if args.functional else "first_call.json"))
     chosen = args.only or sorted(names, key=str.lower)
     results = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.platform()}; {os.cpu_count()} CPU cores",
                "targets": {"compile_s": COMPILE_TARGET_S, "cached_first_fit_s": CACHED_TARGET_S}, "cases": []}
