@@ -18,8 +18,8 @@ use of the fitted estimator (``predict``, ``predict_proba``, ``transform``, ``sc
 ``benchmarks/results/first_call.json``.
 
 ``--functional`` measures the public functional fits the same way, called as a user's own
-code calls them: at top level, with their defaults (``throw=True`` among them), on the
-small data of an estimator's case (``FUNCTIONAL``; no first use). Results:
+code calls them: at top level, with their default ``throw=True``, on the small data and
+settings of an estimator's case (``functional_calls``; no first use). Results:
 ``benchmarks/results/first_call_functional.json``.
 
     python benchmarks/bench_first_call.py                      # every estimator
@@ -45,8 +45,9 @@ MODES = ("off", "fill", "cached")
 
 
 def functional_calls() -> dict:
-    """Each public functional fit: the estimator case whose small data it takes, and its call
-    on that case's drawn arguments (top level, default ``throw``)."""
+    """Each public functional fit: the estimator case whose small data it takes, the call on
+    that case's drawn arguments (top level, default ``throw``, the case's settings) and a
+    description of the call."""
     sys.path.insert(0, str(HERE))
     import bench_estimators as bench
     import jax
@@ -57,13 +58,18 @@ def functional_calls() -> dict:
     from bayeskit.relational import mmsb
     from bayeskit.sparse import sparse_bayes
 
-    k = jax.random.key(0)
+    k, r = jax.random.key(0), bench.multilabel_problem("small")[2]
     return {
-        "glasso.fit": ("GraphicalLasso", lambda X: glasso.fit(bench.covariance_of(X), glasso.Hyperparams(0.1))),
-        "sbmoe.fit": ("SBMoERegressor", lambda X, Y: sbmoe.fit(k, X, Y, sbmoe.Hyperparams(n_experts=8, gate_steps=10), max_iter=5)),
-        "bsml.fit": ("BSMLClassifier", lambda X, Y: bsml.fit(k, X, Y, bsml.Hyperparams(n_components=4), max_iter=100)),
-        "mmsb.fit": ("MMSBLinkPredictor", lambda Y, mask: mmsb.fit(k, Y, mask, mmsb.Hyperparams(n_blocks=4), max_iter=100)),
-        "sparse_bayes.fit": ("RVMRegressor", lambda X, y: sparse_bayes.fit(sparse_bayes.design(X, kernel="rbf", gamma=0.1, bias=True), y)),
+        "glasso.fit": ("GraphicalLasso", lambda X: glasso.fit(bench.covariance_of(X), glasso.Hyperparams(0.1)),
+                       "glasso.fit(covariance, Hyperparams(0.1))"),
+        "sbmoe.fit": ("SBMoERegressor", lambda X, Y: sbmoe.fit(k, X, Y, sbmoe.Hyperparams(n_experts=8, gate_steps=10), max_iter=5),
+                      "sbmoe.fit, C = 8, 5 sweeps x 10 gate steps"),
+        "bsml.fit": ("BSMLClassifier", lambda X, Y: bsml.fit(k, X, Y, bsml.Hyperparams(n_components=r), max_iter=100),
+                     f"bsml.fit, R = {r}, at most 100 sweeps"),
+        "mmsb.fit": ("MMSBLinkPredictor", lambda Y, mask: mmsb.fit(k, Y, mask, mmsb.Hyperparams(n_blocks=4), max_iter=100),
+                     "mmsb.fit, K = 4, at most 100 sweeps, one start"),
+        "sparse_bayes.fit": ("RVMRegressor", lambda X, y: sparse_bayes.fit(sparse_bayes.design(X, kernel="rbf", gamma=0.1, bias=True), y),
+                             "sparse_bayes.fit (rvm) of an RBF design with intercept, gamma 0.1"),
     }
 
 
@@ -77,7 +83,7 @@ def measure_functional(name: str) -> dict:
     import jax
     import jax.numpy as jnp
 
-    estimator, call = functional_calls()[name]
+    estimator, call, description = functional_calls()[name]
     case = bench.CASES[estimator]("small")
     first_args, second_args = case.draw(0), case.draw(1)
     jax.block_until_ready(jnp.zeros(1) + 1)
@@ -92,7 +98,7 @@ def measure_functional(name: str) -> dict:
     t = time.perf_counter()
     jax.block_until_ready(call(*second_args))
     return {"first_fit_s": first_s, "second_fit_s": time.perf_counter() - t, "compilations": compiled - read,
-            "read_from_cache": read, "first_use": None, "problem": f"{case.problem} ({estimator}'s small data)"}
+            "read_from_cache": read, "first_use": None, "problem": f"{description} on {estimator}'s small data"}
 
 
 def measure(name: str) -> dict:
@@ -217,11 +223,12 @@ def main(argv=None) -> int:
     if args.only and Path(args.out).is_file():  # keep the other estimators' rows of the earlier run
         earlier = json.loads(Path(args.out).read_text())
         results["cases"] = [{**c, "kept_from": c.get("kept_from", earlier["date"])} for c in earlier["cases"] if c["estimator"] not in chosen]
+    use = "" if args.functional else "; the first use after the first fit: cache off (seconds, programs compiled), cached"
     print("seconds; cache off: first fit, second fit, compiling (their difference), compilations; with the cache: first fit "
-          "of the process that fills it, of the next process, the programs it read and compiled; targets: compiling <= 5 s, cached <= 1 s; "
-          "the first use after the first fit: cache off (seconds, programs compiled), cached")
-    print(f"{'estimator':<23} {'first':>8} {'second':>8} {'compile':>8} {'#':>5} {'fill':>8} {'cached':>8} {'read':>5} {'#':>5} "
-          f"{'<=5s':>5} {'<=1s':>4}  {'use':>6} {'#':>3} {'cached':>6}")
+          "of the process that fills it, of the next process, the programs it read and compiled; targets: compiling <= 5 s, cached <= 1 s"
+          + use)
+    print(f"{'fit' if args.functional else 'estimator':<23} {'first':>8} {'second':>8} {'compile':>8} {'#':>5} {'fill':>8} {'cached':>8} "
+          f"{'read':>5} {'#':>5} {'<=5s':>5} {'<=1s':>4}" + ("" if args.functional else f"  {'use':>6} {'#':>3} {'cached':>6}"))
     for name in chosen:
         r = run(name, args.case_timeout)
         results["cases"].append(r)
