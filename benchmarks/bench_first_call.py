@@ -76,28 +76,45 @@ def functional_calls() -> dict:
 FUNCTIONAL = ("bsml.fit", "glasso.fit", "mmsb.fit", "sbmoe.fit", "sparse_bayes.fit")
 
 
-def measure_functional(name: str) -> dict:
-    """:func:`measure` for the public functional fit ``name`` (no first use)."""
+def _started():
+    """``bench_estimators`` and the list that JAX's cache hits are appended to from now on,
+    the backend started (outside the timings)."""
     sys.path.insert(0, str(HERE))
     import bench_estimators as bench
     import jax
     import jax.numpy as jnp
 
-    estimator, call, description = functional_calls()[name]
-    case = bench.CASES[estimator]("small")
-    first_args, second_args = case.draw(0), case.draw(1)
     jax.block_until_ready(jnp.zeros(1) + 1)
     hits = []
     jax.monitoring.register_event_listener(lambda event, **kw: hits.append(1) if event == CACHE_HIT_EVENT else None)
-    counter = bench.CompileCounter()
+    return bench, hits
+
+
+def _counted(bench, hits, run):
+    """``run()``'s value, the XLA compilations it made and the programs it read from the cache."""
+    counter, before = bench.CompileCounter(), len(hits)
     with counter.counting():
-        t = time.perf_counter()
-        jax.block_until_ready(call(*first_args))
-        first_s = time.perf_counter() - t
-    compiled, read = sum(counter.compiles.values()), len(hits)
+        value = run()
+    read = len(hits) - before
+    return value, sum(counter.compiles.values()) - read, read
+
+
+def _timed(call, *args) -> float:
+    import jax
+
     t = time.perf_counter()
-    jax.block_until_ready(call(*second_args))
-    return {"first_fit_s": first_s, "second_fit_s": time.perf_counter() - t, "compilations": compiled - read,
+    jax.block_until_ready(call(*args))
+    return time.perf_counter() - t
+
+
+def measure_functional(name: str) -> dict:
+    """:func:`measure` for the public functional fit ``name`` (no first use)."""
+    bench, hits = _started()
+    estimator, call, description = functional_calls()[name]
+    case = bench.CASES[estimator]("small")
+    first_args, second_args = case.draw(0), case.draw(1)
+    first_s, compiled, read = _counted(bench, hits, lambda: _timed(call, *first_args))
+    return {"first_fit_s": first_s, "second_fit_s": _timed(call, *second_args), "compilations": compiled,
             "read_from_cache": read, "first_use": None, "problem": f"{description} on {estimator}'s small data"}
 
 
@@ -106,27 +123,15 @@ def measure(name: str) -> dict:
     XLA compilations of the first."""
     if name in FUNCTIONAL:
         return measure_functional(name)
-    sys.path.insert(0, str(HERE))
-    import bench_estimators as bench
-    import jax
-    import jax.numpy as jnp
-
+    bench, hits = _started()
     case = bench.CASES[name]("small")
     first_args, second_args = case.draw(0), case.draw(1)
-    jax.block_until_ready(jnp.zeros(1) + 1)  # the backend starts outside the timings
-    hits = []
-    jax.monitoring.register_event_listener(lambda event, **kw: hits.append(1) if event == CACHE_HIT_EVENT else None)
-    counter, caught = bench.CompileCounter(), []
-    with counter.counting():
-        first_s, _, fitted = bench.timed_fit(case, case.first, 0, first_args, caught)
-    compiled, read = sum(counter.compiles.values()), len(hits)
-    use_counter, read_before = bench.CompileCounter(), len(hits)
-    with use_counter.counting():
-        use_s = first_use(name, fitted, first_args)
-    use_compiled, use_read = sum(use_counter.compiles.values()), len(hits) - read_before
+    caught = []
+    (first_s, _, fitted), compiled, read = _counted(bench, hits, lambda: bench.timed_fit(case, case.first, 0, first_args, caught))
+    use_s, use_compiled, use_read = _counted(bench, hits, lambda: first_use(name, fitted, first_args))
     second_s, _, _ = bench.timed_fit(case, case.second, 1, second_args, caught)
-    return {"first_fit_s": first_s, "second_fit_s": second_s, "compilations": compiled - read, "read_from_cache": read,
-            "first_use": USES[name], "first_use_s": use_s, "first_use_compilations": use_compiled - use_read,
+    return {"first_fit_s": first_s, "second_fit_s": second_s, "compilations": compiled, "read_from_cache": read,
+            "first_use": USES[name], "first_use_s": use_s, "first_use_compilations": use_compiled,
             "first_use_read_from_cache": use_read, "problem": case.problem}
 
 

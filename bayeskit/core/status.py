@@ -117,7 +117,7 @@ def readable_failure(fit):
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(status)):  # data closed over by the caller's jit
             return eqx.tree_at(lambda r: r.trace, result, status.error_if(result.trace, is_failure(status)))
         for failure in (Status.nonfinite, Status.not_positive_definite):
-            if np.any(np.asarray(result.status == failure)):
+            if np.any(np.asarray(status == failure)):
                 raise RuntimeError(f"{name} failed: {Status[failure]}")
         return result
 

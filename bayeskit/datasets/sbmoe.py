@@ -63,12 +63,12 @@ def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: i
     """``n_samples`` draws of y | x for every row of X (1-D problem)."""
     X = jnp.asarray(X)
     k_tau, k_zeta = jax.random.split(key)
-    return _log_shifted(k_tau, X, _gamma(k_zeta, _repeated(X[:, 0], n_samples)))
+    return _log_shifted(k_tau, X, _gamma(k_zeta, _gamma_shapes_1d(X, n_samples)))
 
 
-@functools.partial(jax.jit, static_argnames="n")
-def _repeated(a: Array, n: int) -> Array:
-    return jnp.broadcast_to(a, (n,) + a.shape)
+@functools.partial(jax.jit, static_argnames="n_samples")
+def _gamma_shapes_1d(X: Array, n_samples: int) -> Array:
+    return jnp.broadcast_to(X[:, 0], (n_samples, X.shape[0]))
 
 
 @jax.jit

@@ -96,7 +96,9 @@ def roc_auc(y, score) -> float:
     """The area under the ROC curve of finite ``score`` for 0/1 labels ``y`` (ties count a
     half), by the Mann-Whitney statistic of the scores' mid-ranks: what scikit-learn's
     ``roc_auc_score`` returns, with fewer checks per call (the single setting scores every
-    relation of every method and split apart)."""
+    relation of every method and split apart). The same formula in JAX
+    (``bayeskit.multilabel.metrics``) would compile a program for every number of held-out
+    cells."""
     y, score = np.asarray(y), np.asarray(score)
     if not np.all((y == 0) | (y == 1)):
         raise ValueError("the AUC takes labels 0 and 1")
