@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
         parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
-    from bayeskit.experiments.runner import default_jobs, run_parallel, run_serial
+    from bayeskit.experiments.runner import default_jobs, longest_first, run_parallel, run_serial
 
     jobs = default_jobs(args.quick, len(names), args.jobs)
     start = time.perf_counter()
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = run_serial(names, (args.out, args.quick, args.seed))
     else:
         print(f"{len(names)} experiments on {jobs} worker processes; each one's tables are printed when it ends", flush=True)
-        failed = run_parallel(names, (args.out, args.quick, args.seed, True), jobs)
+        failed = run_parallel(longest_first(names) if args.quick else names, (args.out, args.quick, args.seed, True), jobs)
     print(f"== {len(names) - len(failed)} of {len(names)} experiments done in {time.perf_counter() - start:.1f} s"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0

@@ -219,3 +219,25 @@ def test_workers_stop_when_the_parallel_run_is_interrupted_or_killed(tmp_path, h
         for pid in [run.pid, *workers]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_quick_runs_queue_the_longest_experiments_first():
+    """Every experiment has a quick-run time, so none is queued last for want of one; the
+    queue is ordered by it, an unknown name goes last, and list scheduling of the queue on
+    two workers ends no later than of the registry's order."""
+    from bayeskit.experiments import EXPERIMENTS
+    from bayeskit.experiments.runner import QUICK_SECONDS, longest_first
+
+    assert set(QUICK_SECONDS) == set(EXPERIMENTS)
+    queue = longest_first(["other", *EXPERIMENTS])
+    assert sorted(queue) == sorted(["other", *EXPERIMENTS])
+    seconds = [QUICK_SECONDS.get(name, 0) for name in queue]
+    assert seconds == sorted(seconds, reverse=True) and queue[-1] == "other"
+
+    def makespan(order):
+        workers = [0, 0]
+        for name in order:
+            workers[workers.index(min(workers))] += QUICK_SECONDS[name]
+        return max(workers)
+
+    assert makespan(longest_first(EXPERIMENTS)) <= makespan(EXPERIMENTS)
