@@ -25,8 +25,10 @@ function is a closure, a lambda or has no source file; when a static argument or
 the arguments' structure is anything but None, a bool, an int, a float, a string, a dtype,
 a tuple or list of these (exact types: a named tuple or an enumeration carries code), or a
 class or closure-free function defined in bayeskit or in the function's own module; when
-an argument is traced (inside ``jit``, ``vmap``, ``grad``) or is not a single-device array
-on the default device; and under a mesh context. Nothing is stored for a program with a
+an argument is not a single-device array on the default device; and under a mesh context.
+Under a caller's ``jit``, ``grad`` or ``vmap`` a call goes to plain ``jax.jit`` without
+the compiler options: the program becomes part of the caller's, and JAX takes no options
+for a nested one. Nothing is stored for a program with a
 host callback (progress bars, errors raised from inside the program), which cannot be
 serialised.
 
@@ -58,6 +60,7 @@ from pathlib import Path
 import jax
 import numpy as np
 from jax._src import config as _jax_config
+from jax._src import core as _jax_core
 from jax.experimental import serialize_executable
 
 from bayeskit.core import cache
@@ -203,6 +206,9 @@ def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=()
     names = sorted(set(names) | {positional[i] for i in positions if i < len(positional)})
     jitted = jax.jit(fun, static_argnums=positions, static_argnames=names, donate_argnums=donate_argnums,
                      compiler_options=compiler_options)
+    # under a caller's jit, grad or vmap the program is part of the caller's, which takes no
+    # options of its own (JAX refuses them on a nested jit)
+    nested = jax.jit(fun, static_argnums=positions, static_argnames=names, donate_argnums=donate_argnums) if compiler_options else jitted
     source = _key_source(fun)
     home = fun.__module__
     loaded = {}
@@ -210,6 +216,8 @@ def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=()
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
+        if not _jax_core.trace_state_clean():
+            return nested(*args, **kwargs)
         where = folder()
         if where is None or source is None:
             return jitted(*args, **kwargs)

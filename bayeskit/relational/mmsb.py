@@ -209,6 +209,10 @@ def _checked(Y, mask, hparams: Hyperparams | None, tol):
     if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
         check_hparams(hparams)
         Y, mask = check_relations(Y, mask, hparams.symmetric)
+    else:  # the layout check_relations gives: (R, N, N), every off-diagonal cell by default
+        Y = Y[None] if Y.ndim == 2 else Y
+        mask = ~jnp.eye(Y.shape[-1], dtype=bool) if mask is None else mask
+        mask = jnp.broadcast_to(mask, Y.shape)
     data = as_data(Y, mask, hparams.symmetric)
     return data, _loop.as_arrays(hparams, data.Y.dtype), _loop.tolerance(tol, data.Y.dtype)
 

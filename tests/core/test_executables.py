@@ -166,6 +166,31 @@ def test_traced_arguments_go_to_jax_jit(cache_on):
     np.testing.assert_allclose(jax.jit(lambda x: h(x) + 1)(xs[0]), 6.0)
 
 
+@pytest.mark.parametrize("cache", [True, False])
+def test_compiler_options_stay_at_the_top_level(cache, tmp_path, monkeypatch):
+    """A program with compiler options runs with them when called at the top level (an
+    option XLA does not know is refused there), and as part of the caller's program under
+    jit, grad, vmap and eval_shape, which JAX does not allow options for; also when the
+    caller's jit closes over concrete data, so that no argument is traced."""
+    monkeypatch.setattr(executables, "folder", lambda: tmp_path if cache else None)
+
+    def square_sum(x):
+        return jnp.sum(x**2)
+
+    h = executables.jit(square_sum, compiler_options={"xla_backend_optimization_level": 1})
+    xs = jnp.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(h(xs[1]), 50.0)
+    np.testing.assert_allclose(jax.vmap(h)(xs), [5.0, 50.0])
+    np.testing.assert_allclose(jax.grad(h)(xs[1]), 2 * xs[1])
+    np.testing.assert_allclose(jax.jit(lambda x: h(x) + 1)(xs[0]), 6.0)
+    np.testing.assert_allclose(jax.jit(lambda: h(xs[1]))(), 50.0)
+    assert jax.eval_shape(h, xs[0]).shape == ()
+    bad = executables.jit(square_sum, compiler_options={"no_such_option": 1})
+    with pytest.raises(Exception, match="no_such_option"):
+        bad(xs[0])
+    np.testing.assert_allclose(jax.jit(bad)(xs[0]), 5.0)
+
+
 def test_static_argument_without_a_stable_repr_is_not_stored(cache_on):
     def apply(x, *, f):
         return f(x)
@@ -298,3 +323,32 @@ def test_wrapped_closures_and_named_tuples_go_to_jax_jit(cache_on):
     np.testing.assert_allclose(executables.jit(times(3.0)(identity))(jnp.ones(2)), 3.0)
     np.testing.assert_allclose(executables.jit(by_factor, static_argnums=1)(jnp.ones(2), Factor(1)), 2.0)
     assert list(cache_on.glob("*.bin")) == []
+
+
+NESTED_FITS = r'''
+import jax, jax.numpy as jnp, numpy as np
+from bayeskit.core.xla import loop_program
+from bayeskit.density import sbmoe
+from bayeskit.relational import mmsb
+
+assert loop_program("cpu"), "the loop-program options must be on in this process"
+Y = (np.random.default_rng(0).random((12, 12)) < 0.3).astype(float)
+hp = mmsb.Hyperparams(n_blocks=2)
+top = mmsb.fit(jax.random.key(0), Y, hparams=hp, max_iter=5, throw=False).objective
+inner = jax.jit(lambda y: mmsb.fit(jax.random.key(0), y, hparams=hp, max_iter=5, throw=False).objective)(Y)
+np.testing.assert_allclose(inner, top, rtol=1e-6)
+X = np.linspace(0.0, 1.0, 40)[:, None]
+hs = sbmoe.Hyperparams(n_experts=3, gate_steps=2, init="kmeans++")
+trace = jax.jit(lambda X: sbmoe.fit(jax.random.key(1), X, 2 * X, hs, max_iter=2, throw=False).trace)(X)
+assert np.all(np.isfinite(np.asarray(trace)))
+print("ok")
+'''
+
+
+def test_fits_with_loop_options_run_under_a_callers_jit(tmp_path):
+    """The MMSB's and SBMoE's fits carry compiler options at the top level (the tests' own
+    XLA level turns them off in this process, so a fresh process without it runs them): under
+    a caller's jit they run as part of its program, with the top level's results."""
+    env = {**os.environ, "XLA_FLAGS": "", "BAYESKIT_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", NESTED_FITS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
