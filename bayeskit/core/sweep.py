@@ -82,6 +82,7 @@ def sweep(
     mesh: Mesh | None = None,
     chunk_size: int | None = None,
     process_local: bool = False,
+    compiler_options: dict | None = None,
 ) -> Swept:
     """Run ``fit_fn(key, *dataset, hparams)`` for every element of a batch.
 
@@ -108,6 +109,9 @@ def sweep(
     process_local : bool
         The batched inputs hold only this process's share of the batch (under
         ``jax.distributed``); every process must pass the same number of elements.
+    compiler_options : dict, optional
+        XLA options of the compiled program, as ``jax.jit``'s (e.g.
+        :func:`bayeskit.core.xla.loop_program` for a fit that is a loop of small steps).
     """
     mesh = default_mesh() if mesh is None else mesh
     if chunk_size is not None and chunk_size < 1:
@@ -145,7 +149,8 @@ def sweep(
         _place(a, NamedSharding(mesh, spec if b else PartitionSpec()), padded - n if b else 0, process_local and b)
         for a, b in zip(args, batched)
     )
-    compiled = _compiled(fit_fn, mesh, batched, keys is not None, hparams is not None, chunk_size)
+    compiled = _compiled(fit_fn, mesh, batched, keys is not None, hparams is not None, chunk_size,
+                         tuple(sorted((compiler_options or {}).items())))
     out = compiled(*placed)
     out = _gather(out)
     if process_local:
@@ -205,7 +210,7 @@ def _place(tree, sharding: NamedSharding, pad: int, local: bool):
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size):
+def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size, options):
     """``jit(shard_map(per-device chunked vmap of fit_fn))``, cached per setting (a key's
     impl is a static field of its ``_KeyData``, so jit tells impls apart)."""
 
@@ -226,7 +231,8 @@ def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size):
 
     spec = PartitionSpec(mesh.axis_names)
     in_specs = tuple(spec if b else PartitionSpec() for b in batched)
-    return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=in_specs, out_specs=spec, check_vma=False))
+    return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=in_specs, out_specs=spec, check_vma=False),
+                   compiler_options=dict(options) or None)
 
 
 def _gather(out):

@@ -58,6 +58,7 @@ from scipy.stats import rankdata
 
 from bayeskit.core.mcmc import diagnostics
 from bayeskit.core.sweep import sweep
+from bayeskit.core.xla import loop_program
 from bayeskit.datasets import holdout_split, load_relational
 from bayeskit.experiments.common import earlier_results, print_note, print_table, write_json
 from bayeskit.relational import baselines, irm, lfrm, mmsb
@@ -205,7 +206,7 @@ def _mmsb_fit(keys, Y, train, n_blocks, symmetric, single, max_iter):
     if single:
         one = fit
         fit = lambda k, y, m: jax.vmap(one, (None, 0, 0))(k, y[:, None], m[:, None])
-    return sweep(fit, keys, (Y, train), in_axes=(None, None)).results
+    return sweep(fit, keys, (Y, train), in_axes=(None, None), compiler_options=loop_program(jax.default_backend())).results
 
 
 def _mmsb(key, Y, train, symmetric, single, restarts, max_iter, grid):
