@@ -25,6 +25,7 @@ with the stochastic gate it is not monotone; it is traced for diagnosis.
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 
 import equinox as eqx
@@ -188,13 +189,16 @@ def init(key: PRNGKeyArray, data: Data, priors: Priors, hparams: Hyperparams, op
     )
 
 
-def linearisation_points(A: Array, caps: Array, first: Array, sense: str) -> Array:
-    """s for the E-step: softmax(A) at the first sweep (no caps yet) or with
-    ``sense="softmax"``; otherwise the LP (8)."""
-    tangent = jax.nn.softmax(A, axis=1)
-    if sense == "softmax":
-        return tangent
-    return jnp.where(first, tangent, solve_lp(A, caps, sense))
+def linearisation_points(A: Array, caps: Array, first: Array, lp_sign: Array) -> Array:
+    """s for the E-step: softmax(A) at the first sweep (no caps yet) or where ``lp_sign``
+    is 0 (``lp_sense="softmax"``); otherwise the LP (8) (:func:`signed_lp`)."""
+    return jnp.where(first | (lp_sign == 0), jax.nn.softmax(A, axis=1), signed_lp(A, caps, lp_sign))
+
+
+def signed_lp(A: Array, caps: Array, lp_sign: Array) -> Array:
+    """The LP (8) maximised (``lp_sign`` +1) or minimised (-1): minimising over A fills
+    the caps in the order that maximising over -A does, so both are one program."""
+    return solve_lp(lp_sign * A, caps, "max")
 
 
 def mean_precision(state: State, hparams: Hyperparams) -> Float[Array, "dx dx"]:
@@ -218,7 +222,7 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     """One sweep of Algorithm 1 (see the module docstring)."""
     data = state.data
     A = expected_loglik(state.experts, data.Y)
-    s = linearisation_points(A, state.caps, state.iteration == 0, hparams.lp_sense)
+    s = linearisation_points(A, state.caps, state.iteration == 0, priors.lp_sign)
     B = linearised_b(A, s, hparams.s_entropy)
     L = state.gate.L
     G = gate_logits(data.X, L, priors.eta_q)
@@ -226,8 +230,8 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     neighbourhood = state.neighbourhood.at[state.iteration].set(jnp.median(effective_neighbours(G)), mode="drop")
     rho = jnp.sum(e.b, axis=1)
     caps = jnp.where(rho[:, None] > 0, (e.a + e.b) / jnp.where(rho > 0, rho, 1.0)[:, None], jnp.inf)
-    if hparams.s_schedule == "resolve" and hparams.lp_sense != "softmax":
-        s_m = solve_lp(A, caps, hparams.lp_sense)
+    if hparams.s_schedule == "resolve":
+        s_m = jnp.where(priors.lp_sign == 0, s, signed_lp(A, caps, priors.lp_sign))
     else:
         s_m = s
     r = e.a + e.b - s_m * rho[:, None]
@@ -443,8 +447,9 @@ def settings(hparams: Hyperparams) -> Hyperparams:
     """``hparams`` with its static settings only (every continuous field None): what the
     compiled sweep depends on besides the shapes, once the priors are resolved. Two
     hyperparameter sets that differ only in values, or in which values are left to their
-    defaults, give the same settings and share one compiled fit."""
-    return jax.tree.map(lambda _: None, hparams)
+    defaults, give the same settings and share one compiled fit; so do the three
+    ``lp_sense`` settings, which the sweep reads as the value ``Priors.lp_sign``."""
+    return dataclasses.replace(jax.tree.map(lambda _: None, hparams), lp_sense=LP_SENSES[-1])
 
 
 def resolved_priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:

@@ -27,6 +27,7 @@ from bayeskit.core.linalg import spd_inverse
 from bayeskit.core.scaling import column_scales
 
 LP_SENSES = ("min", "max", "softmax")
+LP_SIGNS = {"min": -1.0, "max": 1.0, "softmax": 0.0}  # Priors.lp_sign of each lp_sense
 SCHEDULES = ("resolve", "literal")
 GATES = ("stochastic", "projection")
 INITS = ("agglomerative", "kmeans++")
@@ -196,11 +197,14 @@ class Hyperparams(eqx.Module):
             eps=f(self.eps),
             damping=f(self.damping),
             floor=f(self.floor),
+            lp_sign=f(LP_SIGNS[self.lp_sense]),
         )
 
 
 class Priors(eqx.Module):
-    """:class:`Hyperparams` resolved to arrays (``lambda0_inv`` is ``Lambda0^-1``)."""
+    """:class:`Hyperparams` resolved to arrays (``lambda0_inv`` is ``Lambda0^-1``).
+    ``lp_sign`` carries ``lp_sense`` as a value, so that its three settings share one
+    compiled sweep: +1 the LP (8) maximised, -1 minimised, 0 s = softmax(A)."""
 
     mu0: Float[Array, " dy"]
     kappa0: Array
@@ -212,6 +216,7 @@ class Priors(eqx.Module):
     eps: Array
     damping: Array
     floor: Array
+    lp_sign: Array
 
 
 class Data(eqx.Module):
