@@ -241,3 +241,16 @@ def test_quick_runs_queue_the_longest_experiments_first():
         return max(workers)
 
     assert makespan(longest_first(EXPERIMENTS)) <= makespan(EXPERIMENTS)
+
+
+def test_quick_reproduction_hands_the_workers_the_longest_first(monkeypatch, tmp_path):
+    """``reproduce --quick`` on two workers queues the longest first; a full run keeps the
+    registry's order (its times are other)."""
+    from bayeskit import cli
+    from bayeskit.experiments import EXPERIMENTS, runner
+
+    queues = []
+    monkeypatch.setattr(runner, "run_parallel", lambda names, args, jobs: queues.append(list(names)) or [])
+    assert cli.main(["reproduce", "--quick", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    assert cli.main(["reproduce", "--jobs", "2", "--out", str(tmp_path)]) == 0
+    assert queues == [runner.longest_first(EXPERIMENTS), list(EXPERIMENTS)] and queues[0] != queues[1]

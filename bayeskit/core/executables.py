@@ -26,9 +26,11 @@ the arguments' structure is anything but None, a bool, an int, a float, a string
 a tuple or list of these (exact types: a named tuple or an enumeration carries code), or a
 class or closure-free function defined in bayeskit or in the function's own module; when
 an argument is not a single-device array on the default device; and under a mesh context.
-Under a caller's ``jit``, ``grad`` or ``vmap`` a call goes to plain ``jax.jit`` without
-the compiler options: the program becomes part of the caller's, and JAX takes no options
-for a nested one. Nothing is stored for a program with a
+Under any transformation of the caller's (``jit``, ``grad``, ``vmap``, ``eval_shape``,
+``lower``) a call goes to plain ``jax.jit`` without the compiler options: JAX refuses them
+wherever the program is staged into a caller's, and the trace state tells transformations
+apart only as "none" or "some" (so a ``vmap`` at the top level, which would take them, runs
+without them too). Nothing is stored for a program with a
 host callback (progress bars, errors raised from inside the program), which cannot be
 serialised.
 
@@ -206,8 +208,8 @@ def jit(fun=None, /, *, static_argnums=(), static_argnames=(), donate_argnums=()
     names = sorted(set(names) | {positional[i] for i in positions if i < len(positional)})
     jitted = jax.jit(fun, static_argnums=positions, static_argnames=names, donate_argnums=donate_argnums,
                      compiler_options=compiler_options)
-    # under a caller's jit, grad or vmap the program is part of the caller's, which takes no
-    # options of its own (JAX refuses them on a nested jit)
+    # under any transformation (a trace state that is not clean: JAX's private check, as
+    # jax._src.config above) the call takes no options: JAX refuses them on a staged jit
     nested = jax.jit(fun, static_argnums=positions, static_argnames=names, donate_argnums=donate_argnums) if compiler_options else jitted
     source = _key_source(fun)
     home = fun.__module__

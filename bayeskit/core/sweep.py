@@ -110,8 +110,10 @@ def sweep(
         The batched inputs hold only this process's share of the batch (under
         ``jax.distributed``); every process must pass the same number of elements.
     compiler_options : dict, optional
-        XLA options of the compiled program, as ``jax.jit``'s (e.g.
+        XLA options (scalar values) of the compiled program, as ``jax.jit``'s (e.g.
         :func:`bayeskit.core.xla.loop_program` for a fit that is a loop of small steps).
+        A sweep runs at the top level (it gathers its results on the host), where JAX
+        takes them.
     """
     mesh = default_mesh() if mesh is None else mesh
     if chunk_size is not None and chunk_size < 1:

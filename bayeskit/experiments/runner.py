@@ -71,7 +71,7 @@ def longest_first(names: Sequence[str]) -> list[str]:
     last, ties in the given order): workers that take them in this order end close
     together, where the given order can leave one worker running a long experiment
     alone at the end (list scheduling, longest processing time first)."""
-    return sorted(names, key=lambda name: -QUICK_SECONDS.get(name, 0))
+    return sorted(names, key=lambda name: (name not in QUICK_SECONDS, -QUICK_SECONDS.get(name, 0)))
 
 
 def run_experiment(name: str, out: str, quick: bool, seed: int, beside_others: bool = False) -> None:

@@ -17,11 +17,11 @@ Casella's Gibbs sampler) and the Lasso with 10-fold cross-validation.
   test RMSE and NOC.
 
 BLS is the sparse-Bayes engine with the identity (linear) design on centred data (a flat
-prior on the intercept); every repetition of a setting runs as one vmapped fit (the three
-simulated designs padded with zero columns to P = 60, which the engine never adds, so
-that they share one compiled program), and so do
+prior on the intercept); every repetition of a setting runs as one vmapped fit, and so do
 the Bayesian Lasso chains (15,000 draws after 3,000 burn-in, lambda^2 ~ Gamma(0.1, 0.1);
-posterior means in the simulations and Table 7, medians in Table 6, as the paper). The
+posterior means in the simulations and Table 7, medians in Table 6, as the paper). BLS sees
+the three simulated designs padded with zero columns to P = 60, which the engine never
+adds, so that they share one compiled program. The
 paper's table values were not available to us; none are printed. Quick: 10 repetitions,
 2,000 draws after 500.
 """
@@ -76,6 +76,8 @@ def bls_padded(X, y, X_test, width: int):
     the coefficients come back at X's width."""
     X, X_test = np.asarray(X), np.asarray(X_test)
     p = X.shape[-1]
+    if width < p:
+        raise ValueError(f"width must be at least the {p} predictors; got {width}.")
     pad = [(0, 0)] * (X.ndim - 1) + [(0, width - p)]
     coef, pred = bls_batch(jnp.asarray(np.pad(X, pad)), jnp.asarray(y), jnp.asarray(np.pad(X_test, pad)))
     return np.asarray(coef)[..., :p], np.asarray(pred)

@@ -193,7 +193,8 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
     ``mask`` (same shape, or (N, N) for all relations) marks the training cells (default
     every off-diagonal cell); held-out cells are left out, never read as zeros.
     Vmappable over keys (restarts): ``jax.vmap(lambda k: fit(k, Y, mask, hp, throw=False))``
-    after validating once. Returns a ``FitResult`` whose state is a :class:`State` and
+    after validating once, or :func:`fit_restarts`, which also keeps the compiler options
+    of loop programs (a fit under a transformation runs without them). Returns a ``FitResult`` whose state is a :class:`State` and
     whose trace is the bound after every sweep.
     """
     _loop.check_throw(throw)
@@ -210,6 +211,7 @@ def _checked(Y, mask, hparams: Hyperparams | None, tol):
         check_hparams(hparams)
         Y, mask = check_relations(Y, mask, hparams.symmetric)
     else:  # the layout check_relations gives: (R, N, N), every off-diagonal cell by default
+        Y = jnp.asarray(Y)
         Y = Y[None] if Y.ndim == 2 else Y
         mask = ~jnp.eye(Y.shape[-1], dtype=bool) if mask is None else mask
         mask = jnp.broadcast_to(mask, Y.shape)

@@ -166,6 +166,10 @@ def test_traced_arguments_go_to_jax_jit(cache_on):
     np.testing.assert_allclose(jax.jit(lambda x: h(x) + 1)(xs[0]), 6.0)
 
 
+def square_sum(x):
+    return jnp.sum(x**2)
+
+
 @pytest.mark.parametrize("cache", [True, False])
 def test_compiler_options_stay_at_the_top_level(cache, tmp_path, monkeypatch):
     """A program with compiler options runs with them when called at the top level (an
@@ -173,10 +177,6 @@ def test_compiler_options_stay_at_the_top_level(cache, tmp_path, monkeypatch):
     jit, grad, vmap and eval_shape, which JAX does not allow options for; also when the
     caller's jit closes over concrete data, so that no argument is traced."""
     monkeypatch.setattr(executables, "folder", lambda: tmp_path if cache else None)
-
-    def square_sum(x):
-        return jnp.sum(x**2)
-
     h = executables.jit(square_sum, compiler_options={"xla_backend_optimization_level": 1})
     xs = jnp.arange(6.0).reshape(2, 3)
     np.testing.assert_allclose(h(xs[1]), 50.0)
@@ -189,6 +189,7 @@ def test_compiler_options_stay_at_the_top_level(cache, tmp_path, monkeypatch):
     with pytest.raises(Exception, match="no_such_option"):
         bad(xs[0])
     np.testing.assert_allclose(jax.jit(bad)(xs[0]), 5.0)
+    assert len(list(tmp_path.glob("*.bin"))) == (1 if cache else 0)  # the top-level call, stored
 
 
 def test_static_argument_without_a_stable_repr_is_not_stored(cache_on):
@@ -349,6 +350,6 @@ def test_fits_with_loop_options_run_under_a_callers_jit(tmp_path):
     """The MMSB's and SBMoE's fits carry compiler options at the top level (the tests' own
     XLA level turns them off in this process, so a fresh process without it runs them): under
     a caller's jit they run as part of its program, with the top level's results."""
-    env = {**os.environ, "XLA_FLAGS": "", "BAYESKIT_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "XLA_FLAGS": "--xla_cpu_enable_concurrency_optimized_scheduler=false", "BAYESKIT_CACHE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", NESTED_FITS], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

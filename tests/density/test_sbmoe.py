@@ -14,6 +14,7 @@ from scipy.optimize import linprog
 from bayeskit.core import sampling
 from bayeskit.datasets import sbmoe_synthetic_1d
 from bayeskit.density import sbmoe
+from bayeskit.density.sbmoe.model import LP_SENSES
 
 # ----------------------------------------------------------------------------- E-step
 
@@ -360,17 +361,32 @@ def test_new_hyperparameter_values_compile_no_new_predictive_or_bound(small_fit)
 
 def test_settings_that_differ_in_values_or_defaults_share_one_compiled_fit():
     """The paper's defaults (eta_q, nu0, lambda0 left None) and the library's values of the
-    same static settings run one compiled sweep; only the small program that resolves the
-    priors is new, and the fits differ as their priors do."""
+    same static settings run one compiled sweep, and so do the three senses of the LP (a
+    value of the priors); only the small program that resolves the priors is new, and the
+    fits differ as their priors and senses do."""
     from test_contract import count_compilations
 
     X, Y = sbmoe_synthetic_1d(jax.random.key(4), 60)
-    fit = lambda hp: sbmoe.fit(jax.random.key(5), X, Y, hp, max_iter=2)
+    fit = lambda hp: sbmoe.fit(jax.random.key(5), X, Y, hp, max_iter=3)
     library = fit(sbmoe.Hyperparams(n_experts=3, gate_steps=2))
     with count_compilations() as seen:
-        paper = fit(sbmoe.Hyperparams.paper(n_experts=3, gate_steps=2, lp_sense="softmax"))
+        paper = {sense: fit(sbmoe.Hyperparams.paper(n_experts=3, gate_steps=2, lp_sense=sense)) for sense in LP_SENSES}
     assert not any("_fit" in name for name in seen["compiled"]), seen["compiled"]
-    assert float(paper.trace[-1]) != float(library.trace[-1])
+    finals = [float(library.trace[-1])] + [float(r.trace[-1]) for r in paper.values()]
+    assert len(set(finals)) == len(finals), finals
+
+
+def test_the_signed_lp_fills_as_each_sense():
+    """Maximising over -A fills the caps in the order that minimising over A does: the signed
+    LP of the compiled sweep equals ``solve_lp`` of each sense exactly, ties included."""
+    from bayeskit.density.sbmoe.inference import signed_lp
+
+    rng = np.random.default_rng(8)
+    A = np.round(rng.normal(size=(40, 6)), 1)  # rounded: ties within rows
+    caps = np.where(rng.random((40, 6)) < 0.2, np.inf, rng.uniform(0.05, 0.6, (40, 6)))
+    for sense, sign in (("max", 1.0), ("min", -1.0)):
+        np.testing.assert_array_equal(signed_lp(jnp.asarray(A), jnp.asarray(caps), jnp.asarray(sign)),
+                                      sbmoe.solve_lp(jnp.asarray(A), jnp.asarray(caps), sense))
 
 
 def test_batched_bartlett_variates_are_each_keys_own():
