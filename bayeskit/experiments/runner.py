@@ -59,11 +59,11 @@ def default_jobs(quick: bool, n_experiments: int, requested: int | None = None) 
 
 
 # Seconds of each experiment's quick run alone (``bayeskit reproduce --quick --jobs 1``, two
-# cores, empty compilation cache). Only the order of the workers' queue reads them.
-QUICK_SECONDS = {"sbmoe_synthetic": 45, "lfrm_link_prediction": 44, "rca_simulation": 40, "robpca_simulation": 37,
-                 "sparse_bayes_selection": 32, "sparse_bayes_bump": 30, "hsic_level_power": 23, "bsml_supervised": 19,
-                 "robpca_examples": 19, "sbmoe_sensitivity": 16, "sparse_bayes_sinc": 15, "ibp_toy": 12,
-                 "bsml_semisupervised": 12, "rca_sachs": 9, "bsml_ard": 4, "sparse_pca_text": 2}
+# cores, empty compilation cache, rounded). Only the order of the workers' queue reads them.
+QUICK_SECONDS = {"lfrm_link_prediction": 52, "sbmoe_synthetic": 50, "rca_simulation": 49, "robpca_simulation": 41,
+                 "sparse_bayes_selection": 34, "sparse_bayes_bump": 31, "hsic_level_power": 28, "robpca_examples": 27,
+                 "bsml_supervised": 24, "sparse_bayes_sinc": 16, "bsml_semisupervised": 15, "ibp_toy": 15,
+                 "sbmoe_sensitivity": 13, "rca_sachs": 13, "bsml_ard": 4, "sparse_pca_text": 2}
 
 
 def longest_first(names: Sequence[str]) -> list[str]:
