@@ -187,8 +187,8 @@ def _diagnostics(result, hp) -> dict:
 
 
 def _methods(problem: str, quick: bool) -> tuple[str, ...]:
-    """The table's rows: a quick run leaves out the paper's settings on the 2-D problem (a
-    program compiled for one row)."""
+    """The table's rows: a quick run leaves out the paper's settings on the 2-D problem (its
+    fit, predictive and evaluation)."""
     return tuple(m for m in METHODS[problem] if not (quick and problem == "2d" and m == PAPER_SETTINGS))
 
 

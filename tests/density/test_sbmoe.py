@@ -378,14 +378,16 @@ def test_settings_that_differ_in_values_or_defaults_share_one_compiled_fit():
 
 def test_the_signed_lp_fills_as_each_sense():
     """Maximising over -A fills the caps in the order that minimising over A does: the signed
-    LP of the compiled sweep equals ``solve_lp`` of each sense exactly, ties included."""
+    LP of the compiled sweep, with the sign the priors give each sense, equals ``solve_lp``
+    of that sense exactly, ties included."""
     from bayeskit.density.sbmoe.inference import signed_lp
 
     rng = np.random.default_rng(8)
     A = np.round(rng.normal(size=(40, 6)), 1)  # rounded: ties within rows
     caps = np.where(rng.random((40, 6)) < 0.2, np.inf, rng.uniform(0.05, 0.6, (40, 6)))
-    for sense, sign in (("max", 1.0), ("min", -1.0)):
-        np.testing.assert_array_equal(signed_lp(jnp.asarray(A), jnp.asarray(caps), jnp.asarray(sign)),
+    for sense in ("max", "min"):
+        sign = sbmoe.Hyperparams(n_experts=6, lp_sense=sense).priors(1, 1, jnp.float64).lp_sign
+        np.testing.assert_array_equal(signed_lp(jnp.asarray(A), jnp.asarray(caps), sign),
                                       sbmoe.solve_lp(jnp.asarray(A), jnp.asarray(caps), sense))
 
 

@@ -219,7 +219,8 @@ def effective_neighbours(G: Float[Array, "n n"]) -> Float[Array, " n"]:
 
 
 def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.GradientTransformation) -> State:
-    """One sweep of Algorithm 1 (see the module docstring)."""
+    """One sweep of Algorithm 1 (see the module docstring); the LP's sense comes from
+    ``priors.lp_sign``, the static settings from ``hparams``."""
     data = state.data
     A = expected_loglik(state.experts, data.Y)
     s = linearisation_points(A, state.caps, state.iteration == 0, priors.lp_sign)
@@ -449,7 +450,8 @@ def settings(hparams: Hyperparams) -> Hyperparams:
     hyperparameter sets that differ only in values, or in which values are left to their
     defaults, give the same settings and share one compiled fit; so do the three
     ``lp_sense`` settings, which the sweep reads as the value ``Priors.lp_sign``."""
-    return dataclasses.replace(jax.tree.map(lambda _: None, hparams), lp_sense=LP_SENSES[-1])
+    # a placeholder: the sweep reads the sense from the priors, never from here
+    return dataclasses.replace(jax.tree.map(lambda _: None, hparams), lp_sense="softmax")
 
 
 def resolved_priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
