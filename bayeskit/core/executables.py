@@ -66,6 +66,7 @@ from jax._src import core as _jax_core
 from jax.experimental import serialize_executable
 
 from bayeskit.core import cache
+from bayeskit.core.xla import loop_program
 
 _SWITCH = "BAYESKIT_EXECUTABLE_CACHE"
 _PACKAGES = ("jax", "jaxlib", "numpy", "equinox", "numpyro", "optax")
@@ -282,6 +283,22 @@ def _initialize_lapack() -> None:
     from jax._src.lax import linalg
 
     linalg.initialize_lapack()
+
+
+def loop_jit(fun, /, **kwargs):
+    """:func:`jit` of a program that is one long loop of small steps (a sampler's or a
+    fit's sweeps), with the compiler options of loop programs
+    (:func:`bayeskit.core.xla.loop_program`) of the backend that runs each call, chosen at
+    the call so that importing a module starts no backend. ``program(platform)`` is the
+    :func:`jit` of one platform."""
+    program = functools.cache(lambda platform: jit(fun, compiler_options=loop_program(platform), **kwargs))
+
+    @functools.wraps(fun)
+    def call(*args, **call_kwargs):
+        return program(jax.default_backend())(*args, **call_kwargs)
+
+    call.program = program
+    return call
 
 
 def _compile_and_store(jitted, args, kwargs, compiler_options, path: Path):

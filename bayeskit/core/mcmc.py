@@ -6,7 +6,7 @@ convergence diagnostics of those draws, and their conversion to ArviZ.
 from __future__ import annotations
 
 from abc import abstractmethod
-from functools import cache, partial
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +17,6 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from bayeskit.core import executables, sampling
 from bayeskit.core import progress as _progress
-from bayeskit.core.xla import loop_program
 
 
 def _is_batch_of_keys(key) -> bool:
@@ -121,8 +120,7 @@ def run_chains(kernel: VectorisedKernel, key, *model_args, num_warmup: int, num_
     hparams = jax.tree.map(lambda v: v if isinstance(v, jax.Array) else np.asarray(v), kernel.hparams)
     static = dict(kernel_type=type(kernel), data_per_chain=kernel.data_per_chain, num_warmup=num_warmup, num_chains=num_chains)
     if not _progress.enabled(progress):
-        return _loop_programs(jax.default_backend())[0](hparams, key, model_args, init_params, num_samples=num_samples,
-                                                        thinning=thinning, **static)
+        return _run_program(hparams, key, model_args, init_params, num_samples=num_samples, thinning=thinning, **static)
     return _run_in_segments(hparams, key, model_args, init_params, num_samples=num_samples, thinning=thinning, **static)
 
 
@@ -194,16 +192,11 @@ def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, da
     return _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thinning)
 
 
-@cache
-def _loop_programs(platform: str):
-    """``_run`` and ``_segment`` jitted with the compiler options of loop programs on
-    ``platform`` (:func:`bayeskit.core.xla.loop_program`)."""
-    options = loop_program(platform)
-    run = executables.jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains", "thinning"),
-                            compiler_options=options)
-    segment = executables.jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains", "thinning"),
-                                donate_argnums=(1, 2), compiler_options=options)
-    return run, segment
+# ``_run`` and ``_segment`` as loop programs (``executables.loop_jit``)
+_run_program = executables.loop_jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples",
+                                                           "num_chains", "thinning"))
+_segment_program = executables.loop_jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains",
+                                                                   "thinning"), donate_argnums=(1, 2))
 
 
 def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,
@@ -214,12 +207,11 @@ def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data
     num_kept = num_samples // thinning
     total = num_warmup + num_kept * thinning
     state, buffer = _init_segments(hparams, key, model_args, init_params, num_kept=num_kept, **static)
-    segment = _loop_programs(jax.default_backend())[1]
     size = max(1, -(-total // PROGRESS_STEPS))
     with tqdm(total=total, desc="sample", leave=True) as bar:
         for start in range(0, total, size):
             stop = min(total, start + size)
-            state, buffer = segment(hparams, state, buffer, model_args, start, stop, thinning=thinning, **static)
+            state, buffer = _segment_program(hparams, state, buffer, model_args, start, stop, thinning=thinning, **static)
             jax.block_until_ready(jax.tree.leaves(state)[0])
             bar.update(stop - start)
     return _layout(buffer, num_chains)

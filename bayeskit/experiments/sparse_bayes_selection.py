@@ -29,13 +29,12 @@ paper's table values were not available to us; none are printed. Quick: 10 repet
 from __future__ import annotations
 
 import time
-from functools import cache
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskit.core.xla import loop_program
+from bayeskit.core.executables import loop_jit
 from bayeskit.datasets import grouped_datasets, tibshirani_datasets
 from bayeskit.experiments.common import print_table, write_json
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
@@ -101,20 +100,16 @@ def _gibbs_chains(keys, X, y, *, num_warmup: int, num_samples: int, keep_draws: 
     return jax.vmap(chain)(keys, X, y)
 
 
-@cache
-def _gibbs_program(platform: str):
-    """:func:`_gibbs_chains` jitted as the library's MCMC drivers are, with the compiler
-    options of loop programs (:func:`bayeskit.core.xla.loop_program`)."""
-    return jax.jit(_gibbs_chains, static_argnames=("num_warmup", "num_samples", "keep_draws"),
-                   compiler_options=loop_program(platform))
+# jitted as the library's MCMC drivers are, a loop program
+_gibbs_program = loop_jit(_gibbs_chains, static_argnames=("num_warmup", "num_samples", "keep_draws"))
 
 
 def bayesian_lasso_batch(key, X, y, X_test, *, num_warmup: int, num_samples: int, keep_draws: bool = False):
     """One Gibbs chain per stacked set: posterior mean coefficients (S, p), test
     predictions with them, and with ``keep_draws`` the draws (S, num_samples, p)."""
     X, y, X_test = jnp.asarray(X), jnp.asarray(y), jnp.asarray(X_test)
-    coef, draws = _gibbs_program(jax.default_backend())(jax.random.split(key, X.shape[0]), X, y, num_warmup=num_warmup,
-                                                         num_samples=num_samples, keep_draws=keep_draws)
+    coef, draws = _gibbs_program(jax.random.split(key, X.shape[0]), X, y, num_warmup=num_warmup, num_samples=num_samples,
+                                 keep_draws=keep_draws)
     _, _, Xt, mean_y = _centre(X, y, X_test)
     return coef, jnp.einsum("snp,sp->sn", Xt, coef) + mean_y, draws
 

@@ -28,8 +28,6 @@ paper's sparsity parameter rho is not modelled: a sparse network is explained by
 
 from __future__ import annotations
 
-from functools import cache
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -39,7 +37,6 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from bayeskit.core import executables
 from bayeskit.core import loop as _loop
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.xla import loop_program
 from bayeskit.relational.data import Data, as_data, check_relations
 
 
@@ -220,7 +217,7 @@ def _checked(Y, mask, hparams: Hyperparams | None, tol):
 
 
 def _fit(key, data: Data, hparams: Hyperparams, *, max_iter, tol, progress, throw) -> FitResult:
-    return _programs(jax.default_backend())[0](key, data, hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
+    return _fit_program(key, data, hparams, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
 
 def _fit_loop(key, data: Data, hparams: Hyperparams, *, max_iter, tol, progress, throw) -> FitResult:
@@ -235,7 +232,7 @@ def fit_restarts(keys: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None =
     is kept whole on disk (:mod:`bayeskit.core.executables`), so a new process runs it
     without tracing it again."""
     data, hparams, tol = _checked(Y, mask, hparams, tol)
-    return _programs(jax.default_backend())[1](keys, data, hparams, max_iter=max_iter, tol=tol)
+    return _restarts_program(keys, data, hparams, max_iter=max_iter, tol=tol)
 
 
 def _fit_restarts(keys, data: Data, hparams: Hyperparams, *, max_iter, tol) -> FitResult:
@@ -243,16 +240,11 @@ def _fit_restarts(keys, data: Data, hparams: Hyperparams, *, max_iter, tol) -> F
     return jax.vmap(one)(keys)
 
 
-@cache
-def _programs(platform: str):
-    """:func:`_fit_loop` and :func:`_fit_restarts` jitted with the compiler options of loop
-    programs on ``platform`` (:func:`bayeskit.core.xla.loop_program`): the EM sweeps are a
-    loop of small steps, which run a little faster under them and compile in less time (two
-    vmapped restarts on one core: nations, K = 5, 100 sweeps, 0.42 -> 0.39 s, compiling
-    3.9 -> 3.0 s; NIPS-234, K = 8, 25 sweeps, 1.57 -> 1.44 s)."""
-    options = loop_program(platform)
-    fit = executables.jit(_fit_loop, static_argnames=("max_iter", "progress", "throw"), compiler_options=options)
-    return fit, executables.jit(_fit_restarts, static_argnames=("max_iter",), compiler_options=options)
+# The EM sweeps are a loop of small steps, which run a little faster under the loop-program
+# options and compile in less time (two vmapped restarts on one core: nations, K = 5, 100
+# sweeps, 0.42 -> 0.39 s, compiling 3.9 -> 3.0 s; NIPS-234, K = 8, 25 sweeps, 1.57 -> 1.44 s).
+_fit_program = executables.loop_jit(_fit_loop, static_argnames=("max_iter", "progress", "throw"))
+_restarts_program = executables.loop_jit(_fit_restarts, static_argnames=("max_iter",))
 
 
 __all__ = ["Hyperparams", "State", "fit", "fit_restarts", "init", "objective", "predict_proba", "update"]

@@ -26,7 +26,6 @@ with the stochastic gate it is not monotone; it is traced for diagnosis.
 from __future__ import annotations
 
 import dataclasses
-from functools import cache
 
 import equinox as eqx
 import jax
@@ -41,7 +40,6 @@ from bayeskit.core.device import as_array
 from bayeskit.core.linalg import spd_inverse
 from bayeskit.core.scaling import column_scales
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.xla import loop_program
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
 from bayeskit.density.sbmoe.model import (
@@ -466,17 +464,8 @@ def _priors(hparams: Hyperparams, dx: int, dy: int, dtype) -> Priors:
 
 
 def _fit(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
-    return _fit_program(jax.default_backend())(key, X, Y, priors, hparams, labels, max_iter=max_iter, tol=tol,
-                                               optimizer=optimizer, progress=progress, throw=throw)
-
-
-@cache
-def _fit_program(platform: str):
-    """:func:`_fit_loop` jitted with the compiler options of loop programs on ``platform``
-    (:func:`bayeskit.core.xla.loop_program`): the sweeps are a loop of small steps, which
-    run as fast under them and compile in about half a second less (N = 200 and 2000)."""
-    return executables.jit(_fit_loop, static_argnames=("max_iter", "optimizer", "progress", "throw"),
-                           compiler_options=loop_program(platform))
+    return _fit_program(key, X, Y, priors, hparams, labels, max_iter=max_iter, tol=tol, optimizer=optimizer,
+                        progress=progress, throw=throw)
 
 
 def _fit_loop(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, progress, throw) -> FitResult:
@@ -492,3 +481,8 @@ def _fit_loop(key, X, Y, priors, hparams, labels, *, max_iter, tol, optimizer, p
         progress=progress,
         throw=throw,
     )
+
+
+# the sweeps are a loop of small steps, which run as fast under the loop-program options
+# and compile in about half a second less (N = 200 and 2000)
+_fit_program = executables.loop_jit(_fit_loop, static_argnames=("max_iter", "optimizer", "progress", "throw"))
