@@ -42,6 +42,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from bayeskit.core import mcmc, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.core.sampling import categorical_from_uniform
 from bayeskit.relational.data import Data, as_data, by_relation, check_relations, per_relation
 
 
@@ -170,7 +171,8 @@ def _ones_and_zeros(row, col, diag):
     return (row[0], col[0], diag[0]), (row[1] - row[0], col[1] - col[0], diag[1] - diag[0])
 
 
-def _update_object(key, i, z, counts, table: LogBetaTable, data: Data, hparams: Hyperparams):
+def _update_object(u, i, z, counts, table: LogBetaTable, data: Data, hparams: Hyperparams):
+    """Object i's cluster drawn from its Gibbs conditional by the inverse CDF at the uniform ``u``."""
     c = hparams.c_max
     row, col, diag = _object_cells(i, z, data, c)
     cells = _ones_and_zeros(row, col, diag)
@@ -180,7 +182,7 @@ def _update_object(key, i, z, counts, table: LogBetaTable, data: Data, hparams: 
     empty = sizes == 0
     first_empty = empty & (jnp.cumsum(empty) == 1)
     log_prior = jnp.where(sizes > 0, jnp.log(jnp.maximum(sizes, 1)), jnp.where(first_empty, jnp.log(hparams.gamma), -jnp.inf))
-    a = jax.random.categorical(key, log_prior + scores).astype(z.dtype)
+    a = categorical_from_uniform(u, log_prior + scores).astype(z.dtype)
     return z.at[i].set(a), _move((ones, zeros), a, cells, 1.0, hparams.symmetric)
 
 
@@ -193,21 +195,23 @@ def sweep(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | None =
     n = z.shape[0]
     k_perm, k_obj = jax.random.split(key)
     order = jax.random.permutation(k_perm, n)
+    u = jax.random.uniform(k_obj, (n,), data.Y.dtype)  # one per object, drawn at once
     counts = block_counts(z, data, hparams.c_max, hparams.symmetric)
     table = _table(z, data, hparams) if table is None else table
 
     def body(t, carry):
-        return _update_object(jax.random.fold_in(k_obj, t), order[t], *carry, table, data, hparams)
+        return _update_object(u[t], order[t], *carry, table, data, hparams)
 
     return jax.lax.fori_loop(0, n, body, (z, counts))[0]
 
 
-def _seat(key, z_seated, counts, members, order, a, b, forced_b, forced, table: LogBetaTable, data: Data,
+def _seat(u, z_seated, counts, members, order, a, b, forced_b, forced, table: LogBetaTable, data: Data,
           hparams: Hyperparams):
     """Seat the ``members`` (absent from ``z_seated``, label ``c_max``) one by one in
     ``order`` with cluster ``a`` or ``b``, each by the Gibbs probabilities among the objects
-    seated so far (``counts``: their block counts), drawn, or where ``forced`` as ``forced_b``
-    (N,) says. Returns the labels and the log probability of the seating."""
+    seated so far (``counts``: their block counts), drawn (the t-th seated with the uniform
+    ``u[t]``), or where ``forced`` as ``forced_b`` (N,) says. Returns the labels and the log
+    probability of the seating."""
     c = hparams.c_max
 
     def body(t, carry):
@@ -219,7 +223,7 @@ def _seat(key, z_seated, counts, members, order, a, b, forced_b, forced, table: 
         sizes = jnp.bincount(z, length=c + 1)[:c]
         logits = jnp.stack([jnp.log(sizes[a]) + scores[a], jnp.log(sizes[b]) + scores[b]])
         log_p = jax.nn.log_softmax(logits)
-        to_b = jnp.where(forced, forced_b[k], jax.random.bernoulli(jax.random.fold_in(key, t), jnp.exp(log_p[1])))
+        to_b = jnp.where(forced, forced_b[k], u[t] < jnp.exp(log_p[1]))
         label = jnp.where(to_b, b, a).astype(z.dtype)
         seated = members[k]
         moved = _move(counts, label, cells, 1.0, hparams.symmetric)
@@ -239,9 +243,10 @@ def split_merge(key, z, data: Data, hparams: Hyperparams, table: LogBetaTable | 
 def _split_merge(key, z, log_joint_z, table: LogBetaTable, data: Data, hparams: Hyperparams):
     """:func:`split_merge` given the log joint of ``z``; returns (z, its log joint, accepted)."""
     n, c = z.shape[0], hparams.c_max
-    k_i, k_j, k_order, k_seat, k_accept = jax.random.split(key, 5)
-    i = jax.random.randint(k_i, (), 0, n)
-    j = (i + jax.random.randint(k_j, (), 1, max(n, 2))) % n  # a second object, uniformly
+    k_order, k_u = jax.random.split(key)
+    u = jax.random.uniform(k_u, (n + 3,), data.Y.dtype)  # i, j, the acceptance, then one per seated object
+    i = jnp.minimum(jnp.floor(u[0] * n), n - 1).astype(jnp.int32)
+    j = (i + 1 + jnp.minimum(jnp.floor(u[1] * (n - 1)), max(n - 2, 0)).astype(jnp.int32)) % n  # a second object, uniformly
     objects = jnp.arange(n)
     same = z[i] == z[j]
     members = ((z == z[i]) | (z == z[j])) & (objects != i) & (objects != j)
@@ -252,12 +257,12 @@ def _split_merge(key, z, log_joint_z, table: LogBetaTable, data: Data, hparams: 
     counts = block_counts(z_seated, data, c, hparams.symmetric)
     order = jax.random.permutation(k_order, n)
     # a split draws the seating; a merge replays the current two clusters' seating
-    split, _, log_q = _seat(k_seat, z_seated, counts, members, order, a, b, z == z[j], ~same, table, data, hparams)
+    split, _, log_q = _seat(u[3:], z_seated, counts, members, order, a, b, z == z[j], ~same, table, data, hparams)
     proposal = jnp.where(same, split, jnp.where(z == z[j], a, z))
     log_joint_proposal = log_joint(proposal, data, hparams)
     log_ratio = log_joint_proposal - log_joint_z + jnp.where(same, -log_q, log_q)
     log_ratio = jnp.where(same & ~room, -jnp.inf, log_ratio)  # no free label for the second part
-    accept = (jnp.log(jax.random.uniform(k_accept, dtype=log_ratio.dtype)) < log_ratio) & (i != j)  # one object: no move
+    accept = (jnp.log(u[2]) < log_ratio) & (i != j)  # one object: no move
     return jnp.where(accept, proposal, z), jnp.where(accept, log_joint_proposal, log_joint_z), accept
 
 

@@ -37,10 +37,13 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 from jax.scipy.special import gammaln
 
+from bayeskit.core import sampling
 from bayeskit.core.control import cond_any
-from bayeskit.core.mcmc import VectorisedKernel, gammas
+from bayeskit.core.mcmc import VectorisedKernel
+from bayeskit.core.sampling import categorical_from_uniform, normal_from_uniform
 from bayeskit.relational.data import Covariates, Data, no_covariates
 from bayeskit.relational.ibp import prior as ibp_prior
 from bayeskit.relational.lfrm.model import (
@@ -192,8 +195,13 @@ def _fitted_birth(k_fit, i, z, Zo, Wf, O, shared, born, own, W, W_new, sigma_w, 
 
 
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
+    """Row i's flips, then its birth-death move. Its random numbers come from one block of
+    uniforms (:func:`bayeskit.core.sampling.normal_from_uniform`): one per flip, the
+    number of new features (by the inverse CDF), the acceptance, and the new weights."""
     n, k_max = Z.shape
-    k_flip, k_count, k_w, k_acc, k_fit = jax.random.split(key, 5)  # the first four as split(key, 4) (threefry partitionable)
+    key, k_fit = jax.random.split(key) if hparams.births == "fitted" else (key, None)
+    u = jax.random.uniform(key, (k_max + 2 + W.size,), W.dtype)
+    u_flip, u_count, u_acc = u[:k_max], u[k_max], u[k_max + 1]
     z, Zo = Z[i], Z.at[i].set(0.0)
     m_o = Zo.sum(0)
     shared = m_o > 0
@@ -205,7 +213,7 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
         z, etas, loglik = carry
         log_odds, z_flip, etas_flip, loglik_flip = _flip(z, k, i, m_o, etas, loglik, row_gain, col_gain, Wf, O, data,
                                                          hparams.link)
-        one = jax.random.bernoulli(jax.random.fold_in(k_flip, k), jax.nn.sigmoid(log_odds))
+        one = u_flip[k] < jax.nn.sigmoid(log_odds)
         move = shared[k] & (one != (z[k] > 0))
         pick = lambda a, b: jax.tree.map(lambda x, y: jnp.where(move, x, y), a, b)
         return pick((z_flip, etas_flip, loglik_flip), (z, etas, loglik))
@@ -218,10 +226,10 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
     counts = jnp.arange(k_max + 1)
     rate = alpha / n
     log_pois = jnp.where(counts <= free.sum(), counts * jnp.log(rate) - gammaln(counts + 1.0), -jnp.inf)
-    n_new = jax.random.categorical(k_count, log_pois)
+    n_new = categorical_from_uniform(u_count, log_pois)
     z_new = z * shared + (free & (jnp.cumsum(free) <= n_new)).astype(z.dtype)
     touches_free = (free[:, None] | free[None, :]) & weight_entries(k_max, hparams.symmetric)
-    W_new = jnp.where(touches_free, sigma_w * jax.random.normal(k_w, W.shape, W.dtype), W)
+    W_new = jnp.where(touches_free, sigma_w * normal_from_uniform(u[k_max + 2:]).reshape(W.shape), W)
     log_ratio = jnp.zeros((), W.dtype)
     if hparams.births == "fitted":
         born, own = (z_new > 0) & free, (z > 0) & free  # the proposed and the current features of row i alone
@@ -231,7 +239,7 @@ def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparam
         W_new, log_ratio = cond_any(born.any() | own.any(), fitted, unchanged, k_fit, i, z, Zo, Wf, O, shared, born, own, W,
                                     W_new, sigma_w, data)
     log_ratio += _row_loglik(z_new, i, Zo, symmetrise(W_new, hparams.symmetric), O, data, hparams.link) - loglik
-    accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
+    accept = jnp.log(u_acc) < log_ratio
     z, W = jnp.where(accept, z_new, z), jnp.where(accept, W_new, W)
     return Z.at[i].set(z), W, accept & (n_new > 0)
 
@@ -291,12 +299,11 @@ def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hpar
         return 0.5 * jnp.sum((W / sigma_w) ** 2) - log_prior_regression(reg, hparams) - log_likelihood(data, Z, W, reg, hparams)
 
     mass = _mass(Z, reg, sigma_w, data, hparams)
-    k_p, k_eps, k_acc = jax.random.split(key, 3)
-    leaves, tree = jax.tree.flatten(mass)
-    p0 = jax.tree.unflatten(tree, [jax.random.normal(k, m.shape, W.dtype) * jnp.sqrt(m)
-                                   for k, m in zip(jax.random.split(k_p, len(leaves)), leaves)])
-    eps = step_size * jax.random.uniform(k_eps, minval=0.8, maxval=1.2, dtype=W.dtype)
-    kinetic = lambda p: 0.5 * sum(jnp.sum(pi**2 / mi) for pi, mi in zip(jax.tree.leaves(p), leaves))
+    flat_mass, unflatten = ravel_pytree(mass)
+    u = jax.random.uniform(key, (2 + flat_mass.size,), W.dtype)  # the step's jitter, the acceptance, the momenta
+    p0 = unflatten(normal_from_uniform(u[2:]) * jnp.sqrt(flat_mass))
+    eps = step_size * (0.8 + 0.4 * u[0])
+    kinetic = lambda p: 0.5 * jnp.sum(ravel_pytree(p)[0] ** 2 / flat_mass)
     value_and_grad = jax.value_and_grad(potential)
     axpy = lambda a, x, y: jax.tree.map(lambda xi, yi: yi + a * xi, x, y)
     pick = lambda c, x, y: jax.tree.map(lambda xi, yi: jnp.where(c, xi, yi), x, y)
@@ -318,7 +325,7 @@ def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hpar
     q1, p1, u0, u1 = jax.lax.fori_loop(0, hparams.hmc_steps + 1, leapfrog, (q0, p0, zero, zero))
     log_ratio = u0 + kinetic(p0) - u1 - kinetic(p1)
     log_ratio = jnp.where(jnp.isfinite(log_ratio), log_ratio, -jnp.inf)
-    accept = jnp.log(jax.random.uniform(k_acc, dtype=W.dtype)) < log_ratio
+    accept = jnp.log(u[1]) < log_ratio
     W, reg = jax.tree.map(lambda a, b: jnp.where(accept, a, b), q1, q0)
     return W, reg, jnp.exp(jnp.minimum(log_ratio, 0.0))
 
@@ -326,15 +333,15 @@ def hmc_weights(key, Z, W, reg: Regression, sigma_w, step_size, data: Data, hpar
 def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     """alpha | Z; sigma_w^2 | weights of used features; unused weights from the prior."""
     n, k_max = Z.shape
-    keys = jax.random.split(key, 3)
+    k_gamma, k_w = jax.random.split(key)
     active = Z.sum(0) > 0
     used = weight_entries(k_max, hparams.symmetric) & active[:, None] & active[None, :]
     used = jnp.broadcast_to(used, W.shape)
     (a, b), (sa, sb) = hparams.alpha_prior, hparams.sigma_w_prior
-    g_alpha, g_sigma = gammas(keys[:2], jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), W.dtype)  # one sampler
+    g_alpha, g_sigma = sampling.gamma(k_gamma, jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), dtype=W.dtype)
     alpha = g_alpha / (b + ibp_prior.harmonic(n))
     sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0))) / g_sigma)
-    W = jnp.where(used, W, sigma_w * jax.random.normal(keys[2], W.shape, W.dtype))
+    W = jnp.where(used, W, sigma_w * jax.random.normal(k_w, W.shape, W.dtype))
     return alpha, sigma_w, W
 
 
