@@ -73,3 +73,28 @@ def test_shapes_broadcast_and_dtypes_follow_the_request():
     g = sampling.gamma(jax.random.key(0), jnp.array([1.0, 3.0]), (4, 2), jnp.float32)
     assert g.shape == (4, 2) and g.dtype == jnp.float32
     assert sampling.loggamma(jax.random.key(0), jnp.ones(3)).shape == (3,)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_normal_from_uniform_is_the_normal_quantile(dtype):
+    u = jnp.asarray(np.linspace(0, 1, 1001, endpoint=False), dtype)
+    z = sampling.normal_from_uniform(u)
+    assert z.dtype == dtype
+    z = np.asarray(z, np.float64)
+    assert np.all(np.isfinite(z))  # u = 0 stays finite
+    inner = slice(1, None)
+    tol = 1e-5 if dtype == jnp.float32 else 1e-12
+    np.testing.assert_allclose(z[inner], stats.norm.ppf(np.asarray(u, np.float64)[inner]), rtol=tol, atol=tol)
+
+
+def test_categorical_from_uniform_is_the_inverse_cdf():
+    logits = jnp.array([-jnp.inf, 0.0, np.log(3.0), -jnp.inf, np.log(6.0), -jnp.inf])
+    p = np.array([0, 1, 3, 0, 6, 0]) / 10
+    grid = (np.arange(10_000) + 0.5) / 10_000  # midpoints: each index takes its probability's share
+    idx = np.asarray(jax.vmap(lambda u: sampling.categorical_from_uniform(u, logits))(jnp.asarray(grid)))
+    np.testing.assert_allclose(np.bincount(idx, minlength=6) / grid.size, p, atol=1e-4)
+    assert np.all(np.diff(idx) >= 0)  # monotone in u: the inverse CDF
+    # the ends of [0, 1) and a total that rounding leaves below u land on indices of positive probability
+    for u in (0.0, np.nextafter(1.0, 0.0)):
+        assert p[int(sampling.categorical_from_uniform(jnp.asarray(u), logits))] > 0
+    assert int(sampling.categorical_from_uniform(jnp.asarray(np.nextafter(1.0, 0.0)), jnp.array([0.0, -800.0]))) == 0
