@@ -21,7 +21,8 @@ C-stepped on all the data.
 The starts' C-steps are many (three per start) on subsets that only compete for the
 ``n_best`` places, so for p <= 16 they take a quick form: the data centred at their
 coordinatewise median, each subset's moments from one product with the rows' x x'
-(E[x x'] - T T'), and the distances ranked in single precision. The ``n_best`` subsets'
+(E[x x'] - T T') and its distances likewise (x'P x - 2 x'P T + T'P T, P = S^-1), and the
+distances ranked in single precision. The ``n_best`` subsets'
 moments are then recomputed exactly, and every later C-step ranks exactly, so (1) holds for
 the refinement and the result is the exact criterion of the subset found.
 
@@ -131,16 +132,23 @@ def weighted_moments(X: Float[Array, "n p"], w: Float[Array, " n"]) -> tuple[Arr
     return T, (Z * w[:, None]).T @ Z / total
 
 
-def _logdet_and_distances(X, T, S):
-    """log det S (-inf when S is singular) and d^2(T, S) for every row of X: with S = L L',
-    d^2 = |L^-1 (x - T)|^2, L^-1 from one p x p triangular solve (cheaper for many small
-    S than solving for the n points)."""
+def _inverse_factor(S):
+    """(log det S, L^-1, whether S is regular) for S = L L': L^-1 from one p x p triangular
+    solve (cheaper for many small S than solving for the n points); log det S is -inf
+    when S is singular."""
     L = jnp.linalg.cholesky(S)
     d = jnp.diagonal(L)
     ok = jnp.all(jnp.isfinite(d) & (d > SINGULAR * jnp.sqrt(jnp.max(jnp.diagonal(S)))))
     L_inv = jax.scipy.linalg.solve_triangular(L, jnp.eye(S.shape[0], dtype=S.dtype), lower=True)
+    return jnp.where(ok, 2 * jnp.sum(jnp.log(jnp.where(ok, d, 1.0))), -jnp.inf), L_inv, ok
+
+
+def _logdet_and_distances(X, T, S):
+    """log det S (-inf when S is singular) and d^2(T, S) = |L^-1 (x - T)|^2 for every row
+    of X (inf when S is singular)."""
+    log_det, L_inv, ok = _inverse_factor(S)
     d2 = jnp.sum(((X - T) @ L_inv.T) ** 2, 1)
-    return jnp.where(ok, 2 * jnp.sum(jnp.log(jnp.where(ok, d, 1.0))), -jnp.inf), jnp.where(ok, d2, jnp.inf)
+    return log_det, jnp.where(ok, d2, jnp.inf)
 
 
 def closest(d2: Float[Array, " n"], h) -> Bool[Array, " n"]:
@@ -176,15 +184,22 @@ class Subset(eqx.Module):
 
 def subset(X, H, outer=None) -> Subset:
     """The :class:`Subset` of the points ``H``. With ``outer`` (the rows' x x', n x p^2, of
-    centred X) the moments come from one product each, E[x x'] - T T' (the starts' quick
-    form: many subsets, and rounding that matters only far from the data's centre)."""
+    centred X) the moments come from one product each, E[x x'] - T T', and the distances
+    from two, x'P x - 2 x'P T + T'P T with P = S^-1 (the starts' quick form: many subsets,
+    and rounding that matters only far from the data's centre)."""
     if outer is None:
         T, S = weighted_moments(X, H.astype(X.dtype))
-    else:
-        w = H.astype(X.dtype) / jnp.sum(H)
-        T = w @ X
-        S = (w @ outer).reshape(T.shape[0], -1) - jnp.outer(T, T)
-    return Subset(H, T, S, *_logdet_and_distances(X, T, S))
+        return Subset(H, T, S, *_logdet_and_distances(X, T, S))
+    w = H.astype(X.dtype) / jnp.sum(H)
+    T = w @ X
+    S = (w @ outer).reshape(T.shape[0], -1) - jnp.outer(T, T)
+    # d^2 = x' P x - 2 x' P T + T' P T with P = S^-1: products with the rows' x x' and x,
+    # which many subsets at once take as two matrix products
+    log_det, L_inv, ok = _inverse_factor(S)
+    P = L_inv.T @ L_inv
+    PT = P @ T
+    d2 = jnp.maximum(outer @ P.reshape(-1) - 2 * (X @ PT) + T @ PT, 0.0)
+    return Subset(H, T, S, log_det, jnp.where(ok, d2, jnp.inf))
 
 
 def c_step(X, state: Subset, h: int, outer=None) -> Subset:

@@ -83,9 +83,9 @@ def test_floyd_subsets_are_uniform():
 
 
 def test_quick_form_of_the_starts_matches_the_exact_one():
-    """The starts' quick form (moments from the rows' x x' of median-centred data, distances
-    ranked in single precision) gives the exact form's moments to rounding and, away from
-    ties, the same C-step subsets."""
+    """The starts' quick form (moments and distances from the rows' x x' of median-centred
+    data, distances ranked in single precision) gives the exact form's moments, log
+    determinant and distances to rounding and, away from ties, the same C-step subsets."""
     X = _contaminated()
     X = jnp.asarray(X - np.median(X, 0))
     h = mcd.default_h(*X.shape)
@@ -95,6 +95,8 @@ def test_quick_form_of_the_starts_matches_the_exact_one():
         quick, exact = mcd.subset(X, H, outer), mcd.subset(X, H)
         np.testing.assert_allclose(quick.S, exact.S, rtol=1e-10, atol=1e-12)
         np.testing.assert_allclose(quick.T, exact.T, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(quick.log_det, exact.log_det, rtol=1e-10)
+        np.testing.assert_allclose(quick.d2, exact.d2, rtol=1e-8, atol=1e-10)
         np.testing.assert_array_equal(mcd.c_step(X, exact, h, outer).H, mcd.c_step(X, exact, h).H)
     assert mcd.quick_form(jnp.zeros((5, mcd.QUICK_MAX_P + 1))) is None
 
