@@ -20,6 +20,11 @@ and a variate keeps the first it accepts, so the program holds one small loop. E
 is exact; the draws differ from JAX's for the same key. A variate's uniforms sit side by side
 in the block, so under JAX's partitionable Threefry (the default) the first m variates of a
 longer draw (of a one-dimensional shape) are those a draw of m gives.
+
+Normal and categorical variates by the inverse CDF of uniforms (``normal_from_uniform``,
+``categorical_from_uniform``) let a sampler take all the random numbers of a step from one
+block of uniforms: each ``jax.random`` call is a Threefry computation compiled at its place
+in the program.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erfinv
-from jaxtyping import Array, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, PRNGKeyArray
 
 
 def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
@@ -72,11 +77,11 @@ def normal_from_uniform(u: Array) -> Array:
     return np.sqrt(2).astype(u.dtype) * erfinv(jnp.maximum(2 * u - 1, lowest))
 
 
-def categorical_from_uniform(u, logits: Array) -> Array:
-    """The index drawn with probabilities proportional to exp(``logits``) by the inverse CDF
-    at the uniform ``u`` on [0, 1): with c the cumulative sums of exp(logits - max), the
-    first index whose c exceeds u c_last, or the first that reaches c_last when rounding
-    leaves none (every index returned has positive probability)."""
+def categorical_from_uniform(u: ArrayLike, logits: Array) -> Array:
+    """The index drawn with probabilities proportional to exp(``logits``) (one-dimensional)
+    by the inverse CDF at ``u`` in [0, 1]: with c the cumulative sums of exp(logits - max),
+    the first index whose c exceeds u c_last; at u = 1 the first that reaches c_last. Every
+    index returned has positive probability."""
     c = jnp.cumsum(jnp.exp(logits - jnp.max(logits)))
     return jnp.sum((c <= u * c[-1]) & (c < c[-1]))
 

@@ -279,12 +279,11 @@ def init(key, data: Data, hparams: Hyperparams, z=None) -> State:
 
 def step(state: State, data: Data, hparams: Hyperparams) -> State:
     """A Gibbs sweep, then ``hparams.split_merge`` split-merge moves."""
-    k_next, k_sweep = jax.random.split(state.rng_key)
+    k_next, k_sweep, k_moves = jax.random.split(state.rng_key, 3)
     table = _table(state.z, data, hparams)
     z = sweep(k_sweep, state.z, data, hparams, table)
     lj = log_joint(z, data, hparams)
     if hparams.split_merge:  # static: Gibbs alone traces no move
-        k_moves = jax.random.fold_in(k_sweep, 1)  # independent of the sweep's own split of k_sweep
 
         def move(t, carry):
             return _split_merge(jax.random.fold_in(k_moves, t), *carry, table, data, hparams)[:2]

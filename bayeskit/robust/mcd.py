@@ -186,7 +186,8 @@ def subset(X, H, outer=None) -> Subset:
     """The :class:`Subset` of the points ``H``. With ``outer`` (the rows' x x', n x p^2, of
     centred X) the moments come from one product each, E[x x'] - T T', and the distances
     from two, x'P x - 2 x'P T + T'P T with P = S^-1 (the starts' quick form: many subsets,
-    and rounding that matters only far from the data's centre)."""
+    and rounding that grows far from the data's centre and with the condition number of S,
+    which only ranks the starts: their best are recomputed exactly)."""
     if outer is None:
         T, S = weighted_moments(X, H.astype(X.dtype))
         return Subset(H, T, S, *_logdet_and_distances(X, T, S))

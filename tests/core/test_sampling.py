@@ -94,7 +94,11 @@ def test_categorical_from_uniform_is_the_inverse_cdf():
     idx = np.asarray(jax.vmap(lambda u: sampling.categorical_from_uniform(u, logits))(jnp.asarray(grid)))
     np.testing.assert_allclose(np.bincount(idx, minlength=6) / grid.size, p, atol=1e-4)
     assert np.all(np.diff(idx) >= 0)  # monotone in u: the inverse CDF
-    # the ends of [0, 1) and a total that rounding leaves below u land on indices of positive probability
+    # the ends of [0, 1] land on indices of positive probability (u = 1 on the last one, not past the -inf tail)
     for u in (0.0, np.nextafter(1.0, 0.0)):
         assert p[int(sampling.categorical_from_uniform(jnp.asarray(u), logits))] > 0
+    assert int(sampling.categorical_from_uniform(jnp.asarray(1.0), logits)) == 4
     assert int(sampling.categorical_from_uniform(jnp.asarray(np.nextafter(1.0, 0.0)), jnp.array([0.0, -800.0]))) == 0
+    # logits far from zero (exp would overflow without the shift by their maximum)
+    shifted = jax.vmap(lambda u: sampling.categorical_from_uniform(u, logits + 1000.0))(jnp.asarray(grid))
+    np.testing.assert_array_equal(np.asarray(shifted), idx)

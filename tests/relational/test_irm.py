@@ -143,10 +143,10 @@ def test_a_step_is_the_gibbs_sweep_then_the_split_merge_moves(moves):
     data = as_data(Y, np.ones_like(Y, bool), False)
     hp = irm.Hyperparams(c_max=6, split_merge=moves)
     state = irm.init(jax.random.key(3), data, hp)
-    _, k_sweep = jax.random.split(state.rng_key)
+    _, k_sweep, k_moves = jax.random.split(state.rng_key, 3)
     z = irm.sweep(k_sweep, state.z, data, hp)
     for t in range(moves):
-        z = irm.split_merge(jax.random.fold_in(jax.random.fold_in(k_sweep, 1), t), z, data, hp)[0]
+        z = irm.split_merge(jax.random.fold_in(k_moves, t), z, data, hp)[0]
     stepped = irm.step(state, data, hp)
     np.testing.assert_array_equal(stepped.z, z)
     assert float(stepped.log_joint) == pytest.approx(float(irm.log_joint(z, data, hp)))

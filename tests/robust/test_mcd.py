@@ -98,6 +98,12 @@ def test_quick_form_of_the_starts_matches_the_exact_one():
         np.testing.assert_allclose(quick.log_det, exact.log_det, rtol=1e-10)
         np.testing.assert_allclose(quick.d2, exact.d2, rtol=1e-8, atol=1e-10)
         np.testing.assert_array_equal(mcd.c_step(X, exact, h, outer).H, mcd.c_step(X, exact, h).H)
+        np.testing.assert_array_equal(mcd.c_step(X, quick, h, outer).H, mcd.c_step(X, exact, h).H)
+        # an elemental start: p + 1 points, the least well-conditioned S the quick form meets
+        J = mcd.floyd_subset(mcd.floyd_draws(jax.random.key(seed), X.shape[0], X.shape[1] + 1), X.shape[0])
+        quick, exact = mcd.subset(X, J, outer), mcd.subset(X, J)
+        np.testing.assert_allclose(quick.d2, exact.d2, rtol=1e-6, atol=1e-8)
+        np.testing.assert_array_equal(mcd.c_step(X, quick, h, outer).H, mcd.c_step(X, exact, h).H)
     assert mcd.quick_form(jnp.zeros((5, mcd.QUICK_MAX_P + 1))) is None
 
 

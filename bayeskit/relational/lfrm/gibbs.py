@@ -197,7 +197,8 @@ def _fitted_birth(k_fit, i, z, Zo, Wf, O, shared, born, own, W, W_new, sigma_w, 
 def _update_row(key, i, Z, W, O, alpha, sigma_w, data: Data, hparams: Hyperparams):
     """Row i's flips, then its birth-death move. Its random numbers come from one block of
     uniforms (:func:`bayeskit.core.sampling.normal_from_uniform`): one per flip, the
-    number of new features (by the inverse CDF), the acceptance, and the new weights."""
+    number of new features (by the inverse CDF), the acceptance, and the new weights;
+    under ``births="fitted"`` the fitted proposal draws from a key of its own."""
     n, k_max = Z.shape
     key, k_fit = jax.random.split(key) if hparams.births == "fitted" else (key, None)
     u = jax.random.uniform(key, (k_max + 2 + W.size,), W.dtype)
