@@ -15,7 +15,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
 from numpyro.infer.mcmc import MCMCKernel
 
-from bayeskit.core import executables, sampling
+from bayeskit.core import executables
 from bayeskit.core import progress as _progress
 
 
@@ -23,13 +23,6 @@ def _is_batch_of_keys(key) -> bool:
     if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         return jnp.ndim(key) > 0
     return key.ndim > 1
-
-
-def gammas(keys, shapes, dtype) -> jax.Array:
-    """Gamma(shapes[i]) variates, one per key, by one sampler vmapped over the keys: the
-    draws of separate ``sampling.gamma(keys[i], shapes[i])`` calls, while the sampler (a
-    while loop, the largest piece of a conjugate update) is compiled once."""
-    return jax.vmap(lambda k, a: sampling.gamma(k, a, dtype=dtype))(keys, jnp.asarray(shapes, dtype))
 
 
 class VectorisedKernel(MCMCKernel):

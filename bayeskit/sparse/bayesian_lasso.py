@@ -36,9 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from bayeskit.core import mcmc
+from bayeskit.core import mcmc, sampling
 from bayeskit.core import progress as _progress
-from bayeskit.core.mcmc import VectorisedKernel, gammas, run_chains
+from bayeskit.core.mcmc import VectorisedKernel, run_chains
 
 
 class Hyperparams(eqx.Module):
@@ -110,11 +110,11 @@ def draw_beta(key, data: Data, inv_tau2, sigma2):
 def gibbs_step(state: State, data: Data, hparams: Hyperparams) -> State:
     """One scan of the four conditionals (module docstring)."""
     n, p = data.X.shape
-    key, k_beta, k_sigma, k_tau, k_lambda = jax.random.split(state.key, 5)
+    key, k_beta, k_gamma, k_tau = jax.random.split(state.key, 4)
     r, delta = (jnp.asarray(v, data.X.dtype) for v in hparams.lambda_prior)  # the data's dtype, float32 too
-    # the Gamma variates of sigma^2 and lambda^2 have fixed shapes: both from one sampler
-    g_sigma, g_lambda = gammas(jnp.stack([k_sigma, k_lambda]), jnp.stack([jnp.asarray(0.5 * (n - 1 + p), data.X.dtype), p + r]),
-                               data.X.dtype)
+    # the Gamma variates of sigma^2 and lambda^2 have fixed shapes: both from one sampler call
+    g_sigma, g_lambda = sampling.gamma(k_gamma, jnp.stack([jnp.asarray(0.5 * (n - 1 + p), data.X.dtype), p + r]),
+                                       dtype=data.X.dtype)
     beta = draw_beta(k_beta, data, state.inv_tau2, state.sigma2)
     resid = data.y - data.X @ beta
     rate = 0.5 * (resid @ resid + beta @ (state.inv_tau2 * beta))

@@ -40,10 +40,9 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import gammaln
 
-from bayeskit.core import sampling
 from bayeskit.core.control import cond_any
 from bayeskit.core.mcmc import VectorisedKernel
-from bayeskit.core.sampling import categorical_from_uniform, normal_from_uniform
+from bayeskit.core.sampling import categorical_from_uniform, gamma, normal_from_uniform
 from bayeskit.relational.data import Covariates, Data, no_covariates
 from bayeskit.relational.ibp import prior as ibp_prior
 from bayeskit.relational.lfrm.model import (
@@ -339,7 +338,7 @@ def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     used = weight_entries(k_max, hparams.symmetric) & active[:, None] & active[None, :]
     used = jnp.broadcast_to(used, W.shape)
     (a, b), (sa, sb) = hparams.alpha_prior, hparams.sigma_w_prior
-    g_alpha, g_sigma = sampling.gamma(k_gamma, jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), dtype=W.dtype)
+    g_alpha, g_sigma = gamma(k_gamma, jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), dtype=W.dtype)
     alpha = g_alpha / (b + ibp_prior.harmonic(n))
     sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0))) / g_sigma)
     W = jnp.where(used, W, sigma_w * jax.random.normal(k_w, W.shape, W.dtype))
