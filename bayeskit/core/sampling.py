@@ -15,11 +15,13 @@ d - d v + d log v loses the bracket's value to the rounding of d v once d reache
 
 JAX's sampler runs a rejection loop per variate (vmapped, with a split of the key per
 variate and round); in a conjugate update it is the largest piece of the compiled program.
-Here each round draws one candidate (1)-(2) for every variate from one block of uniforms,
-and a variate keeps the first it accepts, so the program holds one small loop. Each variate
-is exact; the draws differ from JAX's for the same key. A variate's uniforms sit side by side
-in the block, so under JAX's partitionable Threefry (the default) the first m variates of a
-longer draw (of a one-dimensional shape) are those a draw of m gives.
+Here each round draws one candidate (1)-(2) for every variate from one block of random
+bits, which also holds the next round's key, and a variate keeps the first it accepts, so
+the program holds one small loop with one Threefry computation. Each variate is exact; the
+draws differ from JAX's for the same key. The key's words lead the block and a variate's
+uniforms sit side by side after them, so under JAX's partitionable Threefry (the default)
+the first m variates of a longer draw (of a one-dimensional shape) are those a draw of m
+gives.
 
 Normal and categorical variates by the inverse CDF of uniforms (``normal_from_uniform``,
 ``categorical_from_uniform``) let a sampler take all the random numbers of a step from one
@@ -29,27 +31,50 @@ in the program.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erfinv
 from jaxtyping import Array, ArrayLike, PRNGKeyArray
 
+from bayeskit.core.device import batch_axis_in_front
 
-def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
-    """Gamma(a) variates of ``shape`` (their logarithms with ``log``), by (1)-(2)."""
-    dtype = jnp.result_type(float) if dtype is None else dtype
-    a = jnp.asarray(a, dtype)
-    shape = a.shape if shape is None else tuple(shape)
-    a = jnp.broadcast_to(a, shape)
+
+def _next_key_and_uniforms(key: PRNGKeyArray, count: int, dtype) -> tuple[PRNGKeyArray, Array]:
+    """The next round's key and ``count`` uniforms on [0, 1) from one draw of random bits:
+    the key's words first, then the uniforms' (JAX's conversion of bits to uniforms), so
+    the i-th uniform does not depend on ``count`` under the partitionable Threefry. One
+    Threefry computation per round instead of a split and a draw (each compiled at its
+    place in the program: a third of the sampler's compile time)."""
+    typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+    key_words = (jax.random.key_data(key) if typed else key).shape[-1]
+    width = max(jnp.finfo(dtype).bits, 32)  # at least a word per uniform
+    bits_dtype = jnp.dtype(f"uint{width}")
+    lead = -(-32 * key_words // width)  # elements that hold the key's words
+    bits = jax.random.bits(key, (lead + count,), bits_dtype)
+    words = jax.lax.bitcast_convert_type(bits[:lead], jnp.uint32).reshape(-1)[:key_words]
+    following = jax.random.wrap_key_data(words, impl=jax.random.key_impl(key)) if typed else words
+    unsigned = jnp.dtype(f"uint{jnp.finfo(dtype).bits}")
+    mantissa = (bits[lead:] >> (width - jnp.finfo(dtype).nmant)).astype(unsigned)
+    one = jax.lax.bitcast_convert_type(jnp.asarray(1, dtype), unsigned)
+    return following, jax.lax.bitcast_convert_type(mantissa | one, dtype) - 1
+
+
+def _rounds(keys: PRNGKeyArray, a: Array, log: bool) -> Array:
+    """Gamma(a) variates (their logarithms with ``log``) by (1)-(2) for a batch of keys
+    (b,) and shapes ``a`` (b, ...): every key's rounds in one loop."""
+    dtype = a.dtype
     small = a < 1
     d = jnp.where(small, a + 1, a) - 1 / 3
     c = 1 / jnp.sqrt(9 * d)
+    count = 3 * math.prod(a.shape[1:])  # a variate's three uniforms side by side: see above
 
     def draw(carry):
-        key, value, waiting = carry
-        key, k = jax.random.split(key)
-        u = jax.random.uniform(k, (*shape, 3), dtype)  # a variate's three side by side: see below
+        keys, value, waiting = carry
+        keys, u = jax.vmap(lambda k: _next_key_and_uniforms(k, count, dtype))(keys)
+        u = u.reshape(*a.shape, 3)
         x = normal_from_uniform(u[..., 0])
         v = (1 + c * x) ** 3
         log_v = jnp.log(jnp.where(v > 0, v, 1))
@@ -57,14 +82,45 @@ def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
         boost = jnp.where(small, jnp.log1p(-u[..., 2]) / a, 0)  # (2)
         candidate = jnp.log(d) + log_v + boost if log else d * v * jnp.exp(boost)
         value = jnp.where(waiting & accept, candidate, value)
-        return key, value, waiting & jnp.isnan(value)  # waiting variates hold NaN until they accept
+        return keys, value, waiting & jnp.isnan(value)  # waiting variates hold NaN until they accept
 
     # shapes outside (0, inf) draw nothing: Gamma(0) = 0, Gamma(inf) = inf, NaN otherwise (as JAX's)
     valid = (a > 0) & (a < jnp.inf)
     limit = jnp.where(a == 0, 0.0, jnp.where(a == jnp.inf, jnp.inf, jnp.nan)).astype(dtype)
     limit = jnp.log(limit) if log else limit
-    start = (key, jnp.where(valid, jnp.nan, limit).astype(dtype), valid)
+    start = (keys, jnp.where(valid, jnp.nan, limit).astype(dtype), valid)
     return jax.lax.while_loop(lambda carry: jnp.any(carry[2]), draw, start)[1]
+
+
+def _batched_rounds(log: bool):
+    """:func:`_rounds` whose ``vmap`` folds the mapped axis into the batch of keys: one
+    loop for all, where JAX's batching of a loop would keep a loop per key and a select of
+    every carried value per round (under a vmap over 33 keys the program compiled in 1.1-1.2
+    s against 0.75 s for a single key)."""
+
+    @jax.custom_batching.custom_vmap
+    def rounds(keys, a):
+        return _rounds(keys, a, log)
+
+    @rounds.def_vmap
+    def _folded(axis_size, in_batched, keys, a):
+        keys, a = batch_axis_in_front(axis_size, in_batched, (keys, a))
+        tail = keys.shape[2:]  # a raw key's words
+        out = rounds(keys.reshape(-1, *tail), a.reshape(-1, *a.shape[2:]))
+        return out.reshape(a.shape), True
+
+    return rounds
+
+
+_ROUNDS = {log: _batched_rounds(log) for log in (False, True)}
+
+
+def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
+    """Gamma(a) variates of ``shape`` (their logarithms with ``log``), by (1)-(2)."""
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    a = jnp.asarray(a, dtype)
+    shape = a.shape if shape is None else tuple(shape)
+    return _ROUNDS[log](key[None], jnp.broadcast_to(a, shape)[None])[0]
 
 
 def normal_from_uniform(u: Array) -> Array:

@@ -102,3 +102,16 @@ def test_categorical_from_uniform_is_the_inverse_cdf():
     # logits far from zero (exp would overflow without the shift by their maximum)
     shifted = jax.vmap(lambda u: sampling.categorical_from_uniform(u, logits + 1000.0))(jnp.asarray(grid))
     np.testing.assert_array_equal(np.asarray(shifted), idx)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_round_uniforms_are_jax_uniforms_after_the_next_key(dtype):
+    """A round's uniforms are JAX's own uniforms of one draw, past the elements that hold the
+    next round's key, and that key is a fresh one (typed and raw keys alike)."""
+    for key in (jax.random.key(5), jax.random.PRNGKey(5)):
+        following, u = sampling._next_key_and_uniforms(key, 7, dtype)
+        lead = 2 if dtype == jnp.float32 else 1
+        np.testing.assert_array_equal(u, jax.random.uniform(key, (lead + 7,), dtype)[lead:])
+        data = lambda k: jax.random.key_data(k) if jnp.issubdtype(k.dtype, jax.dtypes.prng_key) else k
+        assert data(following).shape == data(key).shape
+        assert not np.array_equal(data(following), data(key))

@@ -195,10 +195,15 @@ def test_toy_images_features_and_noise_are_recovered():
     assert s["Z"].shape == (1, 60, 60, 20)
     sigma_x = float(s["sigma_x"].mean())
     assert 0.4 < sigma_x < 0.6  # truth 0.5
-    # The posterior mean image Z E[A | X, Z] of the last draw reproduces the clean images.
-    Z = jnp.asarray(s["Z"][0, -1], X.dtype)
-    clean = Z @ ibp.feature_means(X, Z, s["sigma_x"][0, -1], s["sigma_a"][0, -1])
-    assert float(jnp.sqrt(jnp.mean((clean - Z_true @ A_true) ** 2))) < 0.2
+    # The posterior mean of the clean images, Z E[A | X, Z] averaged over the draws, is within
+    # 1.5 times the error of that mean under the true Z and sigmas (A estimated from noisy X).
+    def clean(Z, sigma_x, sigma_a):
+        Z = jnp.asarray(Z, X.dtype)
+        return Z @ ibp.feature_means(X, Z, sigma_x, sigma_a)
+
+    rmse = lambda images: float(jnp.sqrt(jnp.mean((images - Z_true @ A_true) ** 2)))
+    posterior = jnp.mean(jax.vmap(clean)(s["Z"][0], s["sigma_x"][0], s["sigma_a"][0]), axis=0)
+    assert rmse(posterior) < 1.5 * rmse(clean(Z_true, 0.5, 1.0))
     assert float(s["lost_births"].max()) < 1e-6
 
 
