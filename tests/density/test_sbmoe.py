@@ -396,9 +396,11 @@ def test_batched_bartlett_variates_are_each_keys_own():
     when more rows are drawn than one key needs (the gate's and the bound's draws share it)."""
     keys = jax.random.split(jax.random.key(9), 3)
     log_gamma = sbmoe.gate.log_gammas(keys, 3, 4.5, 5, jnp.float64)
+    factors = sbmoe.gate.bartlett_factors(keys, 3, 4.5, 5, jnp.float64)
     for b, m in ((0, 5), (1, 2), (2, 4)):
         own = sbmoe.bartlett(keys[b], 3, 4.5, m, jnp.float64)
         np.testing.assert_array_equal(sbmoe.bartlett(keys[b], 3, 4.5, m, jnp.float64, log_gamma[b, :m]), own)
+        np.testing.assert_array_equal(factors[b, :m], own)
     assert not np.allclose(log_gamma[0], log_gamma[1])
 
 

@@ -92,6 +92,15 @@ def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype, log_gamma: 
     return low + jax.vmap(jnp.diag)(diag)
 
 
+def bartlett_factors(keys: PRNGKeyArray, dim: int, dof: Array, n: int, dtype) -> Float[Array, "b n dim dim"]:
+    """:func:`bartlett` for a batch of keys: row b holds ``bartlett(keys[b], dim, dof, n)``
+    and its first m factors ``bartlett(keys[b], dim, dof, m)`` (see :func:`log_gammas`). One
+    log-Gamma sampler and one normal draw for the batch, each a random-number computation
+    compiled once (in a fit, the gate's sub-steps and the bound draw this way)."""
+    log_gamma = log_gammas(keys, dim, dof, n, dtype)
+    return jax.vmap(lambda k, lg: bartlett(k, dim, dof, n, dtype, lg))(keys, log_gamma)
+
+
 def _row_lse(Z_rows: Array, Z: Array, rows: Array) -> Array:
     """``sum_rows LSE_{m != n}(-1/2 ||z_n - z_m||^2)`` for a block of rows."""
     d = pairwise_sqdist(Z_rows, Z)
@@ -121,22 +130,23 @@ def gate_log_normaliser(X: Array, M: Array, chunk: int | None) -> Array:
 
 
 def expected_log_normaliser(key: PRNGKeyArray, X: Array, L: Array, dof: Array, n_samples: int, chunk: int | None = None,
-                            log_gamma: Array | None = None) -> Array:
+                            factors: Array | None = None) -> Array:
     """Monte Carlo estimate of ``sum_n E_q LSE_{m != n}(-1/2 d_Lambda(x_n, x_m))`` under
-    ``q(Lambda) = W(L L', dof)`` (``log_gamma``: see :func:`bartlett`)."""
-    A = bartlett(key, L.shape[0], dof, n_samples, L.dtype, log_gamma)
+    ``q(Lambda) = W(L L', dof)``, with the Bartlett factors of ``key`` (``factors``
+    (n_samples, dx, dx) if drawn already by :func:`bartlett_factors`)."""
+    A = bartlett(key, L.shape[0], dof, n_samples, L.dtype) if factors is None else factors
     return jnp.mean(jax.vmap(lambda a: gate_log_normaliser(X, L @ a, chunk))(A))
 
 
 def gate_loss(params: GateParams, key: PRNGKeyArray, X: Array, s_omega: Array, priors: Priors, n_samples: int, chunk: int | None,
-              log_gamma: Array | None = None) -> Array:
-    """``F(L) / N`` of Proposition 4 (one Monte Carlo estimate; ``log_gamma``: see
-    :func:`bartlett`)."""
+              factors: Array | None = None) -> Array:
+    """``F(L) / N`` of Proposition 4 (one Monte Carlo estimate; ``factors``: see
+    :func:`expected_log_normaliser`)."""
     L = params.L
     total = priors.lambda0_inv + s_omega
     F = (
         -priors.eta0 * jnp.sum(params.log_diag)
-        + expected_log_normaliser(key, X, L, priors.eta_q, n_samples, chunk, log_gamma)
+        + expected_log_normaliser(key, X, L, priors.eta_q, n_samples, chunk, factors)
         + 0.5 * priors.eta_q * jnp.sum(L * (total @ L))
     )
     return F / X.shape[0]
@@ -154,23 +164,23 @@ def stochastic_update(
     steps: int,
     n_samples: int,
     chunk: int | None,
-    log_gamma: Array | None = None,
+    factors: Array | None = None,
 ):
     """``steps`` optimiser sub-steps on F (Proposition 4), warm-started at ``params``; the
-    sub-step keys are ``split(key, steps)``, and ``log_gamma`` (steps, n_samples, dx)
-    their Bartlett variates if drawn already (:func:`log_gammas`)."""
+    sub-step keys are ``split(key, steps)``, and ``factors`` (steps, n_samples, dx, dx)
+    their Bartlett factors if drawn already (:func:`bartlett_factors`)."""
     grad = jax.grad(gate_loss)
     keys = jax.random.split(key, steps)
-    if log_gamma is None:
-        log_gamma = log_gammas(keys, X.shape[1], priors.eta_q, n_samples, X.dtype)
+    if factors is None:
+        factors = bartlett_factors(keys, X.shape[1], priors.eta_q, n_samples, X.dtype)
 
     def step(carry, draws):
-        (p, o), (k, lg) = carry, draws
-        g = grad(p, k, X, s_omega, priors, n_samples, chunk, lg)
+        (p, o), (k, A) = carry, draws
+        g = grad(p, k, X, s_omega, priors, n_samples, chunk, A)
         updates, o = optimizer.update(g, o, p)
         return (optax.apply_updates(p, updates), o), None
 
-    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), (keys, log_gamma))
+    (params, opt_state), _ = jax.lax.scan(step, (params, opt_state), (keys, factors))
     return params, opt_state
 
 

@@ -242,15 +242,15 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     if hparams.gate == "stochastic":
         if hparams.reset_optimizer:
             opt_state = optimizer.init(state.gate)
-        # the Bartlett variates of the gate's sub-steps and of the bound by one sampler
+        # the Bartlett factors of the gate's sub-steps and of the bound, drawn at once
         n_draws = max(hparams.gate_samples, hparams.elbo_samples)
         keys = jnp.concatenate([jax.random.split(k_gate, hparams.gate_steps), state.elbo_key[None]])
-        log_gamma = _gate.log_gammas(keys, data.X.shape[1], priors.eta_q, n_draws, data.X.dtype)
-        bound_draws = log_gamma[-1, : hparams.elbo_samples]
+        factors = _gate.bartlett_factors(keys, data.X.shape[1], priors.eta_q, n_draws, data.X.dtype)
+        bound_draws = factors[-1, : hparams.elbo_samples]
         params, opt_state = _gate.stochastic_update(
             k_gate, state.gate, opt_state, data.X, e.s_omega, priors, optimizer,
             steps=hparams.gate_steps, n_samples=hparams.gate_samples, chunk=hparams.gate_chunk,
-            log_gamma=log_gamma[:-1, : hparams.gate_samples],
+            factors=factors[:-1, : hparams.gate_samples],
         )
     else:
         L_new, hit = _gate.projection_update(L, data.X, e.s_omega, priors)
@@ -274,7 +274,7 @@ def elbo_terms(state: State, priors: Priors, hparams: Hyperparams) -> dict[str, 
 
 
 @eqx.filter_jit
-def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams, log_gamma: Array | None = None) -> dict[str, Array]:
+def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams, factors: Array | None = None) -> dict[str, Array]:
     data = state.data
     A = expected_loglik(state.experts, data.Y)
     B = linearised_b(A, state.s, hparams.s_entropy)
@@ -283,7 +283,7 @@ def _elbo_terms(state: State, priors: Priors, hparams: Hyperparams, log_gamma: A
         "experts": jnp.sum(state.a * A) + jnp.sum(state.b * B),
         "gate_omega": -0.5 * priors.eta_q * jnp.sum(L * (state.s_omega @ L)),
         "gate_normaliser": -_gate.expected_log_normaliser(state.elbo_key, data.X, L, priors.eta_q, hparams.elbo_samples, hparams.gate_chunk,
-                                                          log_gamma),
+                                                          factors),
         "entropy": state.entropy,
         "kl_gate": -kl_gate(L, priors),
         "kl_experts": -kl_experts(state.experts, priors),
