@@ -73,12 +73,20 @@ def tolerance(tol, dtype) -> Array:
     return jnp.asarray(tol, dtype) if isinstance(tol, jax.Array) else np.asarray(tol, np.dtype(dtype))
 
 
+SMALL_LEAF = 4096  # has_nan checks leaves up to this size as one vector
+
+
 def has_nan(tree: PyTree) -> Array:
     """True when a floating leaf of ``tree`` holds a NaN (inf can be meaningful in a state,
-    a pruned basis function's precision; NaN never is)."""
-    leaves = [jnp.any(jnp.isnan(leaf)) for leaf in jax.tree.leaves(tree)
-              if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jnp.inexact)]
-    return jnp.any(jnp.stack(leaves)) if leaves else jnp.asarray(False)
+    a pruned basis function's precision; NaN never is). The small leaves (scalars,
+    hyperparameters, optimiser moments) are checked as one vector, the others each alone
+    (not copied): a state of tens of leaves otherwise compiles a reduction for each."""
+    leaves = [leaf for leaf in jax.tree.leaves(tree) if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jnp.inexact)]
+    small = [jnp.ravel(leaf) for leaf in leaves if leaf.size <= SMALL_LEAF]
+    checks = [jnp.any(jnp.isnan(leaf)) for leaf in leaves if leaf.size > SMALL_LEAF]
+    if small:
+        checks.append(jnp.any(jnp.isnan(jnp.concatenate(small))))
+    return jnp.any(jnp.stack(checks)) if checks else jnp.asarray(False)
 
 
 def run(

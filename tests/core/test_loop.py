@@ -16,7 +16,7 @@ import pytest
 from compilations import count_compilations
 
 from bayeskit.core import status
-from bayeskit.core.loop import run
+from bayeskit.core.loop import SMALL_LEAF, has_nan, run
 from bayeskit.core.status import FitResult, Status, is_failure
 
 NEVER = -1
@@ -310,3 +310,15 @@ def test_throw_inside_a_sweep_is_refused_before_compiling():
         bayeskit.sweep(lambda s: run(update, objective, s, max_iter=5, tol=0.0, throw=True), None, (states,))
     swept = bayeskit.sweep(lambda s: run(update, objective, s, max_iter=5, tol=0.0, throw=False), None, (states,))
     assert _status_names(swept.status) == ["max_iter_reached"] * 3
+
+
+@pytest.mark.parametrize("where", ["scalar", "small", "large", "none"])
+def test_has_nan_finds_a_nan_in_any_floating_leaf(where):
+    """Small leaves are checked together, large ones alone: a NaN anywhere is found, inf and
+    integer leaves are not NaN, and leaves of two precisions mix."""
+    tree = {"scalar": jnp.asarray(jnp.inf, jnp.float32), "small": jnp.full((3, 4), -jnp.inf),
+            "large": jnp.zeros(SMALL_LEAF + 1), "count": jnp.arange(3)}
+    if where != "none":
+        tree[where] = tree[where].at[()].set(jnp.nan) if where == "scalar" else tree[where].at[-1].set(jnp.nan)
+    assert bool(jax.jit(has_nan)(tree)) == (where != "none")
+    assert not bool(has_nan({"count": jnp.arange(3)}))
