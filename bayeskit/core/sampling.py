@@ -32,6 +32,7 @@ in the program.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -123,6 +124,16 @@ def _marsaglia_tsang(key: PRNGKeyArray, a, shape, dtype, log: bool) -> Array:
     return _ROUNDS[log](key[None], jnp.broadcast_to(a, shape)[None])[0]
 
 
+def flat(draw: Callable[..., Array], key: PRNGKeyArray, shape: tuple[int, ...], *args) -> Array:
+    """``draw(key, shape, *args)``, a ``jax.random`` draw whose second argument is the shape
+    (``normal``, ``uniform``, ``bits``, ``gumbel``, ...), drawn as a vector and reshaped.
+    The same numbers: JAX counts a draw's entries in row-major order (with the
+    partitionable Threefry or without). A shape of two or three axes compiles its counters
+    as one integer computation per axis, 0.05-0.35 s more at each place on the CPU (a
+    normal draw of (30, 32, 32): 0.52 s against 0.22 s flat)."""
+    return draw(key, (math.prod(shape),), *args).reshape(shape)
+
+
 def normal_from_uniform(u: Array) -> Array:
     """Standard normal variates from uniforms ``u`` on [0, 1) by the inverse CDF,
     sqrt(2) erfinv(2 u - 1), the argument kept above -1. A program that needs
@@ -153,4 +164,4 @@ def loggamma(key: PRNGKeyArray, a, shape=None, dtype=None) -> Array:
     return _marsaglia_tsang(key, a, shape, dtype, log=True)
 
 
-__all__ = ["categorical_from_uniform", "gamma", "loggamma", "normal_from_uniform"]
+__all__ = ["categorical_from_uniform", "flat", "gamma", "loggamma", "normal_from_uniform"]

@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from bayeskit.core.sampling import flat
+
 UNROLL_FEATURES = 16
 RFF_SUBSAMPLE = 2000  # points for the sum in (4) of the HSIC test, and for the median of d > 1 inputs, under "rff"
 
@@ -134,9 +136,9 @@ def random_features(key, x: Float[Array, "m d"], bandwidth, n_features: int, ker
     from the spectral density of the Gaussian (normal) or Laplace (multivariate Cauchy)
     kernel of bandwidth sigma, so that E[Phi Phi'] = K and every row has unit norm."""
     k_normal, k_scale = jax.random.split(key)
-    W = jax.random.normal(k_normal, (n_features, x.shape[1]), x.dtype)
+    W = flat(jax.random.normal, k_normal, (n_features, x.shape[1]), x.dtype)
     if kernel == "laplace":
-        W = W / jnp.abs(jax.random.normal(k_scale, (n_features, 1), x.dtype))
+        W = W / jnp.abs(flat(jax.random.normal, k_scale, (n_features, 1), x.dtype))
     Z = x @ W.T / bandwidth
     return jnp.concatenate([jnp.cos(Z), jnp.sin(Z)], axis=1) / jnp.sqrt(jnp.asarray(n_features, x.dtype))
 

@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from bayeskit.core.sampling import flat
+
 
 class Mixture(eqx.Module):
     """Gaussian mixtures, one weight vector per input; the components are shared by all
@@ -71,7 +73,7 @@ class Mixture(eqx.Module):
         k_comp, k_noise = jax.random.split(key)
         comp = jax.random.categorical(k_comp, self.log_weights, axis=-1, shape=(n,) + self.log_weights.shape[:-1])
         rows = jnp.arange(self.log_weights.shape[0])[None, :]
-        z = jax.random.normal(k_noise, comp.shape + (means.shape[-1],), means.dtype)
+        z = flat(jax.random.normal, k_noise, comp.shape + (means.shape[-1],), means.dtype)
         return means[rows, comp] + jnp.einsum("nmij,nmj->nmi", chol[rows, comp], z)
 
     def _marginal(self, dim: int) -> tuple[Array, Array]:

@@ -46,6 +46,7 @@ from bayeskit.core import column_pairs, expfam, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.device import as_array
 from bayeskit.core.linalg import cholesky, low_rank_plus_diagonal, shared_plus_diagonal, sparse_low_rank_plus_diagonal
+from bayeskit.core.sampling import flat
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.multilabel import probit
 from bayeskit.multilabel.bsml_predict import PREDICTIVES, active_components, component_relevance, predict_proba, predict_scores, transform
@@ -203,7 +204,7 @@ def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
     r = hparams.n_components
     dtype = X.dtype
     k_q, k_z, k_c = jax.random.split(key, 3)
-    q_mean = jax.random.normal(k_q, (d, r), dtype)
+    q_mean = flat(jax.random.normal, k_q, (d, r), dtype)
     priors = hparams.classifier_priors()
     Y_init = jnp.where(Y < 0, _impute_nearest(X, Y), Y) if hparams.semisupervised else Y
     cs = probit.init_classifier(k_c, Y_init, r, priors, dtype)
@@ -220,7 +221,7 @@ def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
         q_var=jnp.ones((d, r), dtype),
         q_logdet=jnp.zeros((r,), dtype),
         q_trace_gram=jnp.full((r,), jnp.trace(data.gram)),
-        z_mean=jax.random.normal(k_z, (n, r), dtype),
+        z_mean=flat(jax.random.normal, k_z, (n, r), dtype),
         z_cov=jnp.eye(r, dtype=dtype),
         z_logdet=jnp.zeros((), dtype),
         xq=X @ q_mean,

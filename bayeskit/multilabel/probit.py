@@ -42,6 +42,7 @@ from bayeskit.core import loop as _loop
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.device import as_array, program_input
 from bayeskit.core.linalg import cholesky
+from bayeskit.core.sampling import flat
 from bayeskit.core.special import log_ndtr, lower_tail
 from bayeskit.core.status import FitResult, readable_failure
 
@@ -95,13 +96,13 @@ def init_classifier(key: PRNGKeyArray, Y: Array, n_features: int, hparams: Hyper
     k_coef, k_t = jax.random.split(key)
     c = lambda v: jnp.asarray(v, dtype)
     sign = jnp.where(Y == 1, 1.0, -1.0).astype(dtype)
-    t_mean = (jnp.abs(jax.random.normal(k_t, (n, n_labels), dtype)) + c(hparams.margin)) * sign
+    t_mean = (jnp.abs(flat(jax.random.normal, k_t, (n, n_labels), dtype)) + c(hparams.margin)) * sign
     return State(
         lambda_shape=jnp.full((n_labels,), c(hparams.alpha_lambda) + 0.5),
         lambda_scale=jnp.full((n_labels,), c(hparams.beta_lambda)),
         psi_shape=jnp.full((n_labels, n_features), c(hparams.alpha_psi) + 0.5),
         psi_scale=jnp.full((n_labels, n_features), c(hparams.beta_psi)),
-        coef_mean=jax.random.normal(k_coef, (n_labels, n_features + 1), dtype),
+        coef_mean=flat(jax.random.normal, k_coef, (n_labels, n_features + 1), dtype),
         coef_cov=jnp.broadcast_to(jnp.eye(n_features + 1, dtype=dtype), (n_labels, n_features + 1, n_features + 1)),
         coef_logdet=jnp.zeros((n_labels,), dtype),
         t_loc=t_mean,

@@ -10,11 +10,13 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool
 
+from bayeskit.core.sampling import flat
+
 
 def floyd_draws(key, n: int, m: int, shape: tuple = ()) -> Array:
     """The draws of :func:`floyd_subset` (t_j uniform in {0, ..., j}, j = n - m, ..., n - 1),
     for ``shape`` subsets at once."""
-    return _floyd_from_bits(jax.random.bits(key, (*shape, m), jnp.uint32), n)
+    return _floyd_from_bits(flat(jax.random.bits, key, (*shape, m), jnp.uint32), n)
 
 
 def _floyd_from_bits(bits: Array, n: int) -> Array:
@@ -28,7 +30,7 @@ def start_draws(key, n: int, m: int, shape: tuple = ()) -> tuple[Array, Array]:
     """The random numbers of ``shape`` elemental starts of m points among n, from one draw of
     random bits: Floyd's draws (:func:`floyd_draws`) and the random order (n 32-bit integers)
     in which a singular start takes further points."""
-    bits = jax.random.bits(key, (*shape, m + n), jnp.uint32)
+    bits = flat(jax.random.bits, key, (*shape, m + n), jnp.uint32)
     return _floyd_from_bits(bits[..., :m], n), bits[..., m:]
 
 

@@ -115,3 +115,15 @@ def test_round_uniforms_are_jax_uniforms_after_the_next_key(dtype):
         data = lambda k: jax.random.key_data(k) if jnp.issubdtype(k.dtype, jax.dtypes.prng_key) else k
         assert data(following).shape == data(key).shape
         assert not np.array_equal(data(following), data(key))
+
+
+@pytest.mark.parametrize("draw, args", [(jax.random.normal, (jnp.float64,)), (jax.random.uniform, (jnp.float32,)),
+                                        (jax.random.bits, (jnp.uint32,))])
+def test_flat_draws_are_the_shaped_draws(draw, args):
+    """A draw of a shape of several axes made flat and reshaped gives the same numbers, for a
+    key and for keys under vmap."""
+    key = jax.random.key(11)
+    np.testing.assert_array_equal(sampling.flat(draw, key, (3, 4, 5), *args), draw(key, (3, 4, 5), *args))
+    keys = jax.random.split(key, 3)
+    np.testing.assert_array_equal(jax.vmap(lambda k: sampling.flat(draw, k, (2, 7), *args))(keys),
+                                  jax.vmap(lambda k: draw(k, (2, 7), *args))(keys))

@@ -88,7 +88,7 @@ def bartlett(key: PRNGKeyArray, dim: int, dof: Array, n: int, dtype, log_gamma: 
     if log_gamma is None:
         log_gamma = log_gammas(key[None], dim, dof, n, dtype)[0]
     diag = jnp.exp(0.5 * (jnp.log(jnp.asarray(2.0, dtype)) + log_gamma))
-    low = jnp.tril(jax.random.normal(jax.random.split(key)[1], (n, dim, dim), dtype), -1)
+    low = jnp.tril(sampling.flat(jax.random.normal, jax.random.split(key)[1], (n, dim, dim), dtype), -1)
     return low + jax.vmap(jnp.diag)(diag)
 
 

@@ -24,6 +24,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist, spd_inverse
 from bayeskit.core.loop import as_arrays
+from bayeskit.core.sampling import flat
 from bayeskit.density.mixture import Mixture
 from bayeskit.density.sbmoe.gate import bartlett, log_gamma_groups, log_gammas
 from bayeskit.density.sbmoe.inference import State
@@ -55,7 +56,7 @@ def expert_draws(key: PRNGKeyArray, state: State, n_draws: int, log_gamma: Array
     factor = chol_prec[None] @ A  # (K_e, C, Dy, Dy): W = factor factor'
     sigma = jax.vmap(jax.vmap(spd_inverse))(factor @ jnp.swapaxes(factor, -1, -2))  # Sigma = W^-1
     chol = jnp.linalg.cholesky(sigma)
-    z = jax.random.normal(k_mu, (n_draws, c, dy), dtype)
+    z = flat(jax.random.normal, k_mu, (n_draws, c, dy), dtype)
     mu = e.m + jnp.einsum("kcij,kcj->kci", chol, z) / jnp.sqrt(e.kappa)[None, :, None]
     return mu, chol
 

@@ -227,7 +227,7 @@ def sample_hyperparameters(key, Z, X, alpha, sigma_x, sigma_a, hparams: Hyperpar
         # A = L'^-1 (L^-1 Z'X + sigma_x eps): the posterior mean plus sigma_x L'^-1 eps, by two
         # triangular solves one after the other, not side by side (bayeskit.core.xla)
         L, _ = cho_factor(_gram(Z, sigma_x, sigma_a), lower=True)
-        eps = jax.random.normal(k_a, (Z.shape[1], d), X.dtype)
+        eps = sampling.flat(jax.random.normal, k_a, (Z.shape[1], d), X.dtype)
         A = solve_triangular(L.T, solve_triangular(L, Z.T @ X, lower=True) + sigma_x * eps, lower=False)
         a_shape, a_scale = hparams.sigma_a_prior
         x_shape, x_scale = hparams.sigma_x_prior

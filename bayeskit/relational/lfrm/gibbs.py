@@ -42,7 +42,7 @@ from jax.scipy.special import gammaln
 
 from bayeskit.core.control import cond_any
 from bayeskit.core.mcmc import VectorisedKernel
-from bayeskit.core.sampling import categorical_from_uniform, gamma, normal_from_uniform
+from bayeskit.core.sampling import categorical_from_uniform, flat, gamma, normal_from_uniform
 from bayeskit.relational.data import Covariates, Data, no_covariates
 from bayeskit.relational.ibp import prior as ibp_prior
 from bayeskit.relational.lfrm.model import (
@@ -150,7 +150,7 @@ def _draw_fitted(keys, L, c, n_cols):
     each) and relation: L'^-1 (c + eps) with eps standard normal, one triangular solve that
     follows the one giving c, not one beside a solve for the mean (two LAPACK calls that
     can run at once can stop the program for good: :mod:`bayeskit.core.xla`)."""
-    eps = jnp.stack([jax.random.normal(k, L.shape[1:2] + (n_cols, L.shape[-1]), L.dtype) for k in keys])
+    eps = jnp.stack([flat(jax.random.normal, k, L.shape[1:2] + (n_cols, L.shape[-1]), L.dtype) for k in keys])
     u = jax.scipy.linalg.solve_triangular(L, jnp.swapaxes(c[..., None, :] + eps, -1, -2), lower=True, trans="T")
     return jnp.swapaxes(u, -1, -2)
 
@@ -341,7 +341,7 @@ def sample_hyperparameters(key, Z, W, data: Data, hparams: Hyperparams):
     g_alpha, g_sigma = gamma(k_gamma, jnp.stack([a + active.sum(), sa + 0.5 * used.sum()]), dtype=W.dtype)
     alpha = g_alpha / (b + ibp_prior.harmonic(n))
     sigma_w = jnp.sqrt((sb + 0.5 * jnp.sum(jnp.where(used, W * W, 0.0))) / g_sigma)
-    W = jnp.where(used, W, sigma_w * jax.random.normal(k_w, W.shape, W.dtype))
+    W = jnp.where(used, W, sigma_w * flat(jax.random.normal, k_w, W.shape, W.dtype))
     return alpha, sigma_w, W
 
 
@@ -360,7 +360,8 @@ def init(key, data: Data, hparams: Hyperparams, Z=None, alpha=1.0, sigma_w=1.0) 
     dtype = data.Y.dtype
     k_z, k_next = jax.random.split(key)
     n_on = max(1, (3 * hparams.k_max) // 4)
-    drawn = jnp.zeros((n, hparams.k_max), dtype).at[:, :n_on].set(jax.random.bernoulli(k_z, 0.2, (n, n_on)).astype(dtype))
+    on = flat(lambda k, shape: jax.random.bernoulli(k, 0.2, shape), k_z, (n, n_on))
+    drawn = jnp.zeros((n, hparams.k_max), dtype).at[:, :n_on].set(on.astype(dtype))
     if Z is None:
         Z = drawn
     else:
