@@ -82,10 +82,10 @@ def has_nan(tree: PyTree) -> Array:
     hyperparameters, optimiser moments) are checked as one vector, the others each alone
     (not copied): a state of tens of leaves otherwise compiles a reduction for each."""
     leaves = [leaf for leaf in jax.tree.leaves(tree) if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jnp.inexact)]
-    small = [jnp.ravel(leaf) for leaf in leaves if leaf.size <= SMALL_LEAF]
+    small = [jnp.ravel(jnp.isnan(leaf)) for leaf in leaves if leaf.size <= SMALL_LEAF]  # masks: no dtype promotion
     checks = [jnp.any(jnp.isnan(leaf)) for leaf in leaves if leaf.size > SMALL_LEAF]
     if small:
-        checks.append(jnp.any(jnp.isnan(jnp.concatenate(small))))
+        checks.append(jnp.any(jnp.concatenate(small)))
     return jnp.any(jnp.stack(checks)) if checks else jnp.asarray(False)
 
 

@@ -45,8 +45,9 @@ from bayeskit.core.device import batch_axis_in_front
 
 def _next_key_and_uniforms(key: PRNGKeyArray, count: int, dtype) -> tuple[PRNGKeyArray, Array]:
     """The next round's key and ``count`` uniforms on [0, 1) from one draw of random bits:
-    the key's words first, then the uniforms' (JAX's conversion of bits to uniforms), so
-    the i-th uniform does not depend on ``count`` under the partitionable Threefry. One
+    the key's words first, then the uniforms' (JAX's conversion of bits to uniforms for 32-
+    and 64-bit floats; half precision takes the top bits of 32-bit words), so the i-th
+    uniform does not depend on ``count`` under the partitionable Threefry. One
     Threefry computation per round instead of a split and a draw (each compiled at its
     place in the program: a third of the sampler's compile time)."""
     typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)

@@ -314,11 +314,14 @@ def test_throw_inside_a_sweep_is_refused_before_compiling():
 
 @pytest.mark.parametrize("where", ["scalar", "small", "large", "none"])
 def test_has_nan_finds_a_nan_in_any_floating_leaf(where):
-    """Small leaves are checked together, large ones alone: a NaN anywhere is found, inf and
-    integer leaves are not NaN, and leaves of two precisions mix."""
+    """Small leaves are checked together, large ones alone: a NaN anywhere is found, inf,
+    integer, empty and complex leaves are not NaN, and leaves of several precisions mix (also
+    under strict dtype promotion)."""
     tree = {"scalar": jnp.asarray(jnp.inf, jnp.float32), "small": jnp.full((3, 4), -jnp.inf),
-            "large": jnp.zeros(SMALL_LEAF + 1), "count": jnp.arange(3)}
+            "large": jnp.zeros(SMALL_LEAF + 1), "count": jnp.arange(3), "empty": jnp.zeros((0, 2)),
+            "complex": jnp.full(2, 1j, jnp.complex64)}
     if where != "none":
         tree[where] = tree[where].at[()].set(jnp.nan) if where == "scalar" else tree[where].at[-1].set(jnp.nan)
-    assert bool(jax.jit(has_nan)(tree)) == (where != "none")
+    with jax.numpy_dtype_promotion("strict"):
+        assert bool(jax.jit(has_nan)(tree)) == (where != "none")
     assert not bool(has_nan({"count": jnp.arange(3)}))

@@ -37,6 +37,17 @@ def test_draws_under_vmap_are_those_of_separate_calls_and_prefixes_agree():
     np.testing.assert_array_equal(long[:20], short)
 
 
+def test_vmap_over_shapes_alone_and_nested_vmaps_over_raw_keys_are_separate_calls():
+    """The vmap rule folds any mapped axes into one loop: shapes mapped under one key, and two
+    nested vmaps over old-style uint32 keys (their word axis kept), give each call's draws."""
+    key, shapes = jax.random.key(4), jnp.array([0.3, 1.0, 7.0])
+    np.testing.assert_array_equal(jax.vmap(lambda a: sampling.gamma(key, a, (5,)))(shapes),
+                                  [sampling.gamma(key, a, (5,)) for a in shapes])
+    raw = jax.random.split(jax.random.PRNGKey(8), 6).reshape(2, 3, 2)
+    nested = jax.vmap(jax.vmap(lambda k: sampling.loggamma(k, 0.4, (4,))))(raw)
+    np.testing.assert_array_equal(nested, [[sampling.loggamma(k, 0.4, (4,)) for k in row] for row in raw])
+
+
 def test_shapes_outside_the_positive_reals_end_the_loop_as_jax_does():
     """Shape 0 gives 0 (log: -inf), an infinite shape inf, a negative or NaN shape NaN, each
     without a single round (the loop would otherwise never accept), beside valid shapes."""
@@ -60,12 +71,18 @@ def test_single_precision_large_shapes_are_exact_and_never_nan(a):
 def test_the_boost_uniform_is_never_zero():
     """(2) takes log(1 - u), u uniform on [0, 1): a draw of u = 0 gives log 1, not -inf. With
     the boost's uniforms (the third of each variate's three) forced to 0, the log-variates of
-    shape 1/2 stay finite."""
-    uniform = jax.random.uniform
-    zero_boost = lambda key, shape, dtype: uniform(key, shape, dtype).at[..., 2].set(0)
+    shape 1/2 stay finite and equal those of shape 3/2."""
+    draw = sampling._next_key_and_uniforms
+
+    def zero_boost(key, count, dtype):
+        key, u = draw(key, count, dtype)
+        return key, u.at[2::3].set(0)
+
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(jax.random, "uniform", zero_boost)
+        m.setattr(sampling, "_next_key_and_uniforms", zero_boost)
         lg = sampling.loggamma(jax.random.key(0), 0.5, (4,), jnp.float32)
+        # a = 1/2 runs (1) at b = 3/2 on the same uniforms, and (2) adds log(1 - 0) / a = 0
+        np.testing.assert_array_equal(lg, sampling.loggamma(jax.random.key(0), 1.5, (4,), jnp.float32))
     assert np.all(np.isfinite(np.asarray(lg)))
 
 
@@ -110,7 +127,7 @@ def test_round_uniforms_are_jax_uniforms_after_the_next_key(dtype):
     next round's key, and that key is a fresh one (typed and raw keys alike)."""
     for key in (jax.random.key(5), jax.random.PRNGKey(5)):
         following, u = sampling._next_key_and_uniforms(key, 7, dtype)
-        lead = 2 if dtype == jnp.float32 else 1
+        lead = 2 * 32 // jnp.finfo(dtype).bits  # elements that hold a Threefry key's two 32-bit words
         np.testing.assert_array_equal(u, jax.random.uniform(key, (lead + 7,), dtype)[lead:])
         data = lambda k: jax.random.key_data(k) if jnp.issubdtype(k.dtype, jax.dtypes.prng_key) else k
         assert data(following).shape == data(key).shape
@@ -119,11 +136,13 @@ def test_round_uniforms_are_jax_uniforms_after_the_next_key(dtype):
 
 @pytest.mark.parametrize("draw, args", [(jax.random.normal, (jnp.float64,)), (jax.random.uniform, (jnp.float32,)),
                                         (jax.random.bits, (jnp.uint32,))])
-def test_flat_draws_are_the_shaped_draws(draw, args):
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_flat_draws_are_the_shaped_draws(draw, args, partitionable):
     """A draw of a shape of several axes made flat and reshaped gives the same numbers, for a
-    key and for keys under vmap."""
-    key = jax.random.key(11)
-    np.testing.assert_array_equal(sampling.flat(draw, key, (3, 4, 5), *args), draw(key, (3, 4, 5), *args))
-    keys = jax.random.split(key, 3)
-    np.testing.assert_array_equal(jax.vmap(lambda k: sampling.flat(draw, k, (2, 7), *args))(keys),
-                                  jax.vmap(lambda k: draw(k, (2, 7), *args))(keys))
+    key and for keys under vmap, with JAX's partitionable Threefry and without."""
+    with jax.threefry_partitionable(partitionable):
+        key = jax.random.key(11)
+        np.testing.assert_array_equal(sampling.flat(draw, key, (3, 4, 5), *args), draw(key, (3, 4, 5), *args))
+        keys = jax.random.split(key, 3)
+        np.testing.assert_array_equal(jax.vmap(lambda k: sampling.flat(draw, k, (2, 7), *args))(keys),
+                                      jax.vmap(lambda k: draw(k, (2, 7), *args))(keys))

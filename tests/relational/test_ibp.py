@@ -196,7 +196,8 @@ def test_toy_images_features_and_noise_are_recovered():
     sigma_x = float(s["sigma_x"].mean())
     assert 0.4 < sigma_x < 0.6  # truth 0.5
     # The posterior mean of the clean images, Z E[A | X, Z] averaged over the draws, is within
-    # 1.5 times the error of that mean under the true Z and sigmas (A estimated from noisy X).
+    # 1.5 times the error of Z E[A | X, Z] at the true Z and sigma_x (0.5), sigma_a = 1 (A
+    # estimated from the noisy X).
     def clean(Z, sigma_x, sigma_a):
         Z = jnp.asarray(Z, X.dtype)
         return Z @ ibp.feature_means(X, Z, sigma_x, sigma_a)

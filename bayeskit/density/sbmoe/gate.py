@@ -72,10 +72,10 @@ def log_gamma_groups(groups: list[tuple[PRNGKeyArray, int, Array, int]], dtype) 
     shapes = jnp.concatenate([jax.vmap(lambda v, dim=dim, n=n: layout(v, dim, n))(jnp.broadcast_to(jnp.asarray(dof, dtype), keys.shape[:1]))
                               for keys, dim, dof, n in groups])
     k_diag = jax.vmap(lambda k: jax.random.split(k)[0])(keys)
-    flat = jax.vmap(lambda k, a: sampling.loggamma(k, a, (length,), dtype))(k_diag, shapes)
+    drawn = jax.vmap(lambda k, a: sampling.loggamma(k, a, (length,), dtype))(k_diag, shapes)
     out, start = [], 0
     for keys, dim, _, n in groups:
-        out.append(flat[start:start + keys.shape[0], : n * dim].reshape(keys.shape[0], n, dim))
+        out.append(drawn[start:start + keys.shape[0], : n * dim].reshape(keys.shape[0], n, dim))
         start += keys.shape[0]
     return out
 
