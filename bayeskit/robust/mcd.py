@@ -102,6 +102,7 @@ SINGULAR = 1e-6  # S is singular when a Cholesky pivot is below this times the l
 NESTED_ABOVE, MERGED_SIZE, SUBSET_SIZE, MAX_SUBSETS = 600, 1500, 300, 5  # the paper's nested scheme
 EXCHANGES_UP_TO = 600  # exchanges (6) cost O(n^2) per step
 QUICK_MAX_P = 16  # the starts' quick C-steps (see c_step) up to this p
+SWEEP_MAX_P = 8  # up to this p the quick form inverts S by sweeps (see _swept_inverse)
 
 
 class MCD(eqx.Module):
@@ -141,6 +142,31 @@ def _inverse_factor(S):
     ok = jnp.all(jnp.isfinite(d) & (d > SINGULAR * jnp.sqrt(jnp.max(jnp.diagonal(S)))))
     L_inv = jax.scipy.linalg.solve_triangular(L, jnp.eye(S.shape[0], dtype=S.dtype), lower=True)
     return jnp.where(ok, 2 * jnp.sum(jnp.log(jnp.where(ok, d, 1.0))), -jnp.inf), L_inv, ok
+
+
+def _swept_inverse(S):
+    """(log det S, S^-1, whether S is regular) by sweeping S on each pivot in turn (Goodnight,
+    Am. Stat. 33, 1979): on pivot k with d = A_kk, A_ij <- A_ij - A_ik A_kj / d off row and
+    column k, A_kj <- A_kj / d, A_kk <- -1 / d; after all p pivots A = -S^-1. The pivots are
+    the squared diagonal of S's Cholesky factor, so S is regular under the test of
+    :func:`_inverse_factor`. Elementwise on p x p, without a LAPACK call per matrix: under
+    ``vmap`` over many subsets several times faster than the factor for p <= SWEEP_MAX_P."""
+    p = S.shape[0]
+    floor = SINGULAR**2 * jnp.max(jnp.diagonal(S))
+    pivot = jnp.arange(p)
+
+    def sweep(k, carry):
+        A, log_det, ok = carry
+        d = A[k, k]
+        ok = ok & (d > floor)
+        d = jnp.where(ok, d, 1.0)
+        swept = jnp.where(pivot == k, -1.0, A[k]) / d  # row and column k after the sweep
+        A = A - jnp.outer(A[k], A[k]) / d
+        A = jnp.where(pivot[:, None] == k, swept[None, :], jnp.where(pivot[None, :] == k, swept[:, None], A))
+        return A, log_det + jnp.log(d), ok
+
+    A, log_det, ok = jax.lax.fori_loop(0, p, sweep, (S, jnp.zeros((), S.dtype), jnp.isfinite(floor)))
+    return jnp.where(ok, log_det, -jnp.inf), -A, ok
 
 
 def _logdet_and_distances(X, T, S):
@@ -196,8 +222,11 @@ def subset(X, H, outer=None) -> Subset:
     S = (w @ outer).reshape(T.shape[0], -1) - jnp.outer(T, T)
     # d^2 = x' P x - 2 x' P T + T' P T with P = S^-1: products with the rows' x x' and x,
     # which many subsets at once take as two matrix products
-    log_det, L_inv, ok = _inverse_factor(S)
-    P = L_inv.T @ L_inv
+    if T.shape[0] <= SWEEP_MAX_P:
+        log_det, P, ok = _swept_inverse(S)
+    else:
+        log_det, L_inv, ok = _inverse_factor(S)
+        P = L_inv.T @ L_inv
     PT = P @ T
     d2 = jnp.maximum(outer @ P.reshape(-1) - 2 * (X @ PT) + T @ PT, 0.0)
     return Subset(H, T, S, log_det, jnp.where(ok, d2, jnp.inf))

@@ -82,11 +82,13 @@ def test_floyd_subsets_are_uniform():
     assert mcd.floyd_subset(mcd.floyd_draws(jax.random.key(1), 4, 4), 4).all()
 
 
-def test_quick_form_of_the_starts_matches_the_exact_one():
+@pytest.mark.parametrize("p", [4, mcd.SWEEP_MAX_P + 4])
+def test_quick_form_of_the_starts_matches_the_exact_one(p):
     """The starts' quick form (moments and distances from the rows' x x' of median-centred
-    data, distances ranked in single precision) gives the exact form's moments, log
-    determinant and distances to rounding and, away from ties, the same C-step subsets."""
-    X = _contaminated()
+    data, distances ranked in single precision, S inverted by sweeps up to SWEEP_MAX_P and
+    by its Cholesky factor above) gives the exact form's moments, log determinant and
+    distances to rounding and, away from ties, the same C-step subsets."""
+    X = _contaminated(p=p)
     X = jnp.asarray(X - np.median(X, 0))
     h = mcd.default_h(*X.shape)
     outer = mcd.quick_form(X)
@@ -105,6 +107,29 @@ def test_quick_form_of_the_starts_matches_the_exact_one():
         np.testing.assert_allclose(quick.d2, exact.d2, rtol=1e-6, atol=1e-8)
         np.testing.assert_array_equal(mcd.c_step(X, quick, h, outer).H, mcd.c_step(X, exact, h).H)
     assert mcd.quick_form(jnp.zeros((5, mcd.QUICK_MAX_P + 1))) is None
+
+
+def test_swept_inverse_matches_the_cholesky_inverse():
+    """The sweeps' log det S, S^-1 and regularity equal those from S's Cholesky factor (and
+    numpy's inverse), also for a singular S, an S whose singularity shows only at the last
+    pivot, and one with a NaN."""
+    rng = np.random.default_rng(5)
+    Z = rng.normal(size=(12, 5)) * np.array([1e3, 1, 1e-2, 1, 3])
+    regular = Z.T @ Z / 12
+    last = regular.copy()
+    last[-1], last[:, -1] = last[0], last[0]  # the last variable repeats the first
+    nan = regular.copy()
+    nan[2, 2] = np.nan
+    for S in (regular, last, nan, np.zeros((5, 5)), np.eye(1) * 4.0):
+        log_det, P, ok = mcd._swept_inverse(jnp.asarray(S))
+        log_det_c, L_inv, ok_c = mcd._inverse_factor(jnp.asarray(S))
+        assert bool(ok) == bool(ok_c) == bool(np.isfinite(S).all() and np.linalg.eigvalsh(S).min() > 1e-9)
+        if not ok:
+            assert float(log_det) == float(log_det_c) == -np.inf
+        else:
+            np.testing.assert_allclose(log_det, log_det_c, rtol=1e-12)
+            np.testing.assert_allclose(P, np.linalg.inv(S), rtol=1e-9, atol=1e-12 * np.abs(np.linalg.inv(S)).max())
+            np.testing.assert_allclose(P, L_inv.T @ L_inv, rtol=1e-9, atol=1e-12 * np.abs(np.asarray(P)).max())
 
 
 def test_elemental_starts_grow_past_singular_subsets():
