@@ -88,7 +88,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 from scipy import stats
 
-from bayeskit.core.device import as_array
+from bayeskit.core.device import call_arg
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.special import chi2_quantile
 from bayeskit.core.status import FitResult, all_finite, solved
@@ -467,8 +467,8 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
     if is_concrete(X):
         check_int_in("h", h, default_h(n, p), n)
         check_int_in("n_starts", n_starts, 1)
-    X = as_array(X)
-    return fit_core(key, X, as_array(h, jnp.int32), as_array(factors, X.dtype), n_starts, n_best, max_steps,
+    X = call_arg(X)
+    return fit_core(key, X, call_arg(h, jnp.int32), call_arg(factors, X.dtype), n_starts, n_best, max_steps,
                     conventions, initial)
 
 

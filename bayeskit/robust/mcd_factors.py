@@ -7,6 +7,8 @@ conventions, the consistency factor c(a) of Croux & Haesbroeck (J. Multivariate 
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
@@ -66,8 +68,9 @@ def small_sample_factor(p: int, n: int, alpha: float, reweighted: bool) -> float
     return float(1.0 / f)
 
 
+@functools.lru_cache(maxsize=256)
 def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
-    """(f_raw, f_rew) of (4)."""
+    """(f_raw, f_rew) of (4) (remembered: each fit under robustbase's conventions asks)."""
     return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
 
 

@@ -85,7 +85,7 @@ from jaxtyping import Array, Bool, Float, Int
 from scipy import stats
 
 from bayeskit.core import executables
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, call_arg
 from bayeskit.core.linalg import descending_eigh
 from bayeskit.core.scaling import unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
@@ -232,8 +232,8 @@ def _provisional_planned(key, X, alpha, k_max, n_directions, n_starts, use_mcd, 
     n, p = np.shape(X)
     k_for_h = min(k_max, _rank(X)) if conventions == "rrcov" else k_max
     h, h_mcd, factors = _plan(n, p, alpha, k_max, max(k_for_h, 1), 1, use_mcd, conventions)
-    X = as_array(X)
-    return _provisional(key, X, as_array(h, jnp.int32), as_array(h_mcd, jnp.int32), as_array(factors, X.dtype),
+    X = call_arg(X)
+    return _provisional(key, X, call_arg(h, jnp.int32), call_arg(h_mcd, jnp.int32), call_arg(factors, X.dtype),
                         k_max, n_directions, n_starts, use_mcd, conventions)
 
 
@@ -283,8 +283,8 @@ def _fit_planned(key, X, k, alpha, k_max, k_for_h, n_directions, n_starts, use_m
                  low_mcd=None) -> FitResult:
     n, p = np.shape(X)
     h, h_mcd, factors = _plan(n, p, alpha, k_max, k_for_h, k, use_mcd, conventions)
-    X = as_array(X)
-    return _fit(key, X, k, as_array(h, jnp.int32), as_array(h_mcd, jnp.int32), as_array(factors, X.dtype), k_max,
+    X = call_arg(X)
+    return _fit(key, X, k, call_arg(h, jnp.int32), call_arg(h_mcd, jnp.int32), call_arg(factors, X.dtype), k_max,
                 n_directions, n_starts, use_mcd, conventions, low_mcd)
 
 

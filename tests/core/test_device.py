@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from compilations import count_compilations
 
-from bayeskit.core.device import as_array, batch_axis_in_front
+from bayeskit.core.device import as_array, batch_axis_in_front, call_arg
 
 
 @pytest.mark.parametrize("x, dtype", [
@@ -21,6 +21,24 @@ def test_as_array_is_jnp_asarray_and_puts_host_data_on_the_device_without_compil
     assert isinstance(got, jax.Array)
     assert got.dtype == want.dtype and got.shape == want.shape and got.weak_type == want.weak_type
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("x, dtype", [
+    (np.arange(6.0).reshape(2, 3), None), (np.arange(5.0), jnp.int32), (7, jnp.int32), ((1.0, 2.0), jnp.float64),
+    (np.float64(2.5), None), (3.0, None), (jnp.arange(3.0), jnp.float32)])
+def test_call_arg_runs_the_program_compiled_for_as_array(x, dtype):
+    """A jitted function called with call_arg's host copy compiles nothing new after a call
+    with as_array's device array, and returns the same; the copy is not the caller's buffer."""
+    f = jax.jit(lambda v: v * 2)
+    want = f(as_array(x, dtype))
+    with count_compilations() as seen:
+        arg = call_arg(x, dtype)
+        got = f(arg)
+    assert seen["compiles"] == 0, seen
+    assert got.dtype == want.dtype and got.weak_type == want.weak_type
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    if isinstance(x, np.ndarray):
+        assert isinstance(arg, np.ndarray) and not np.shares_memory(arg, x)
 
 
 def test_jnp_asarray_of_a_host_array_compiles_a_program():
@@ -70,6 +88,7 @@ def test_as_array_canonicalises_dtypes_as_jnp_asarray_does_without_x64():
             got, want = as_array(x, dtype), jnp.asarray(x, dtype)
             assert got.dtype == want.dtype and got.weak_type == want.weak_type, (x, dtype, got.dtype, want.dtype)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+            assert call_arg(x, dtype).dtype == want.dtype
 
 
 def test_as_array_inside_vmap_is_jnp_asarray():
