@@ -82,6 +82,30 @@ def test_floyd_subsets_are_uniform():
     assert mcd.floyd_subset(mcd.floyd_draws(jax.random.key(1), 4, 4), 4).all()
 
 
+def _h_smallest(d2, h):
+    """The h smallest of each row of d2, ties by index (a stable sort)."""
+    ranks = np.argsort(np.argsort(d2, axis=-1, kind="stable"), axis=-1, kind="stable")
+    return ranks < np.asarray(h)[..., None]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_closest_picks_the_h_smallest_with_ties_by_index_alone_and_under_vmap(dtype):
+    """closest against a stable sort: one vector, rows under vmap (one h and an h per row),
+    nested vmaps (which fold into one batch), with ties, zeros and inf."""
+    rng = np.random.default_rng(6)
+    d2 = rng.exponential(size=(3, 5, 23)).astype(dtype)
+    d2[..., ::4] = np.round(d2[..., ::4], 1)  # ties
+    d2[0, 0, :6] = 0.0
+    d2[1, 2, -3:] = np.inf
+    h = rng.integers(1, 24, size=(3, 5))
+    np.testing.assert_array_equal(mcd.closest(jnp.asarray(d2[0, 0]), 9), _h_smallest(d2[0, 0], 9))
+    np.testing.assert_array_equal(jax.vmap(lambda d: mcd.closest(d, 12))(jnp.asarray(d2[1])), _h_smallest(d2[1], 12))
+    per_row = jax.vmap(mcd.closest)(jnp.asarray(d2[2]), jnp.asarray(h[2]))
+    np.testing.assert_array_equal(per_row, _h_smallest(d2[2], h[2]))
+    nested = jax.jit(jax.vmap(jax.vmap(mcd.closest), in_axes=(1, 1), out_axes=1))(jnp.asarray(d2), jnp.asarray(h))
+    np.testing.assert_array_equal(nested, _h_smallest(d2, h))
+
+
 @pytest.mark.parametrize("p", [4, mcd.SWEEP_MAX_P + 4])
 def test_quick_form_of_the_starts_matches_the_exact_one(p):
     """The starts' quick form (moments and distances from the rows' x x' of median-centred
