@@ -421,8 +421,9 @@ def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) 
     H = _candidates(key, X, h, n_starts, n_best)
     if initial is not None:
         H = jnp.concatenate([H, initial[None]])
-    candidates = jax.vmap(lambda H: subset(X, H))(H)  # exact moments from here on
-    refined = jax.vmap(lambda s: refine(X, s, h, max_steps, swaps=n <= EXCHANGES_UP_TO))(candidates)
+    # exact moments from here on; one candidate at a time, each refined until it stops (under
+    # vmap every candidate would step until the last stops, and the loops compile batched)
+    refined = jax.lax.map(lambda H: refine(X, subset(X, H), h, max_steps, swaps=n <= EXCHANGES_UP_TO), H)
     return jax.tree.map(lambda a: a[jnp.argmin(refined.log_det)], refined)
 
 
