@@ -89,7 +89,7 @@ from jaxtyping import Array, Bool, Float
 from scipy import stats
 
 from bayeskit.core.device import call_arg
-from bayeskit.core.scaling import unit_scale
+from bayeskit.core.scaling import median, unit_scale
 from bayeskit.core.special import chi2_quantile
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
@@ -395,7 +395,7 @@ def _candidates(key, X, h: int, n_starts: int, n_best: int) -> Bool[Array, "n_be
     300 of at most 1500 random points, 10 best per subset are moved to those 1500 points
     for two more C-steps, and the ``n_best`` best are moved to all the data."""
     n = X.shape[0]
-    X = X - jnp.median(X, 0)
+    X = X - median(X, 0)
     if n <= NESTED_ABOVE:
         return _best_starts(key, X, h, n_starts, n_best).H
     k_start, k_split = jax.random.split(key)

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from bayeskit.core.linalg import descending_eigh
+from bayeskit.core.scaling import median
 from bayeskit.robust.outlyingness import unit_rows
 
 QN_CONSTANT = 2.2219
@@ -63,7 +64,7 @@ def spatial_median(X: Float[Array, "n p"], n_iter: int = 200) -> Array:
         w = 1.0 / jnp.maximum(jnp.linalg.norm(X - mu, axis=1), tiny)
         return w @ X / jnp.sum(w)
 
-    return jax.lax.fori_loop(0, n_iter, step, jnp.median(X, 0))
+    return jax.lax.fori_loop(0, n_iter, step, median(X, 0))
 
 
 def classical_pca(X, k: int):

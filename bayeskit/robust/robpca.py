@@ -87,7 +87,7 @@ from scipy import stats
 from bayeskit.core import executables
 from bayeskit.core.device import as_array, call_arg
 from bayeskit.core.linalg import descending_eigh
-from bayeskit.core.scaling import unit_scale
+from bayeskit.core.scaling import median, unit_scale
 from bayeskit.core.status import FitResult, all_finite, solved
 from bayeskit.core.validation import check_int_in, check_matrix, is_concrete
 from bayeskit.robust import mcd
@@ -172,8 +172,8 @@ def _wilson_hilferty_cutoff(od, h: int, rule: str = "umcd"):
     normal-consistent MAD (``"medmad"``)."""
     y = od ** (2.0 / 3.0)
     if rule == "medmad":
-        m = jnp.median(y)
-        s = stats.norm.ppf(0.75) ** -1 * jnp.median(jnp.abs(y - m))
+        m = median(y)
+        s = stats.norm.ppf(0.75) ** -1 * median(jnp.abs(y - m))
     elif rule == "unimcd":
         m, s = reweighted_univariate_mcd(y, h)
     else:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from bayeskit.core.scaling import check_products_in_range, check_representable, out_of_range, unit_scale
+from bayeskit.core.scaling import check_products_in_range, check_representable, median, out_of_range, unit_scale
 
 
 def test_scale_is_the_median_absolute_deviation_as_a_power_of_two_on_host_and_in_jax():
@@ -61,3 +61,18 @@ def test_products_of_the_entries_must_stay_within_the_dtype(scale, dtype, refuse
     else:
         s = check_products_in_range("X", X, dtype, "standardise")
         assert scale / 4 < s < scale * 4
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_median_is_numpys_median_along_any_axis_with_nan_and_ties(dtype):
+    rng = np.random.default_rng(7)
+    for shape in [(1,), (2,), (7,), (8, 3), (5, 4, 2)]:
+        x = rng.normal(size=shape).astype(dtype)
+        x.ravel()[::3] = np.round(x.ravel()[::3])  # ties
+        for axis in [None, *range(-len(shape), len(shape))]:
+            got = median(jnp.asarray(x), axis)
+            assert got.dtype == x.dtype
+            np.testing.assert_array_equal(got, np.median(x, axis))
+    x = np.array([[1.0, 2.0], [np.nan, 3.0], [4.0, 5.0]], dtype)
+    np.testing.assert_array_equal(median(jnp.asarray(x), 0), np.median(x, 0))  # NaN where a column has one
+    assert np.isnan(median(jnp.asarray(x)))

@@ -38,7 +38,7 @@ from bayeskit.core import executables, validation
 from bayeskit.core import loop as _loop
 from bayeskit.core.device import as_array
 from bayeskit.core.linalg import spd_inverse
-from bayeskit.core.scaling import column_scales
+from bayeskit.core.scaling import column_scales, median
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.density.sbmoe import gate as _gate
 from bayeskit.density.sbmoe.estep import estep, gate_logits
@@ -226,7 +226,7 @@ def update(state: State, priors: Priors, hparams: Hyperparams, optimizer: optax.
     L = state.gate.L
     G = gate_logits(data.X, L, priors.eta_q)
     e = estep(A, B, G, data.X, hparams.fallback_rows)
-    neighbourhood = state.neighbourhood.at[state.iteration].set(jnp.median(effective_neighbours(G)), mode="drop")
+    neighbourhood = state.neighbourhood.at[state.iteration].set(median(effective_neighbours(G)), mode="drop")
     rho = jnp.sum(e.b, axis=1)
     caps = jnp.where(rho[:, None] > 0, (e.a + e.b) / jnp.where(rho > 0, rho, 1.0)[:, None], jnp.inf)
     if hparams.s_schedule == "resolve":
