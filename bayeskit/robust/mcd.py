@@ -422,7 +422,8 @@ def _raw_subset(key, X, h, n_starts: int, n_best: int, max_steps: int, initial) 
     if initial is not None:
         H = jnp.concatenate([H, initial[None]])
     # exact moments from here on; one candidate at a time, each refined until it stops (under
-    # vmap every candidate would step until the last stops, and the loops compile batched)
+    # vmap every candidate would step until the last stops, and the loops compile batched):
+    # chosen on the CPU, where the candidates' small products gain little from a batch
     refined = jax.lax.map(lambda H: refine(X, subset(X, H), h, max_steps, swaps=n <= EXCHANGES_UP_TO), H)
     return jax.tree.map(lambda a: a[jnp.argmin(refined.log_det)], refined)
 

@@ -68,9 +68,14 @@ def small_sample_factor(p: int, n: int, alpha: float, reweighted: bool) -> float
     return float(1.0 / f)
 
 
-@functools.lru_cache(maxsize=256)
 def robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
-    """(f_raw, f_rew) of (4) (remembered: each fit under robustbase's conventions asks)."""
+    """(f_raw, f_rew) of (4), remembered per (p, n, alpha): each fit under robustbase's
+    conventions asks. ``alpha`` may be any real scalar (a 0-d array too)."""
+    return _robustbase_factors(int(p), int(n), float(alpha))
+
+
+@functools.lru_cache(maxsize=256)
+def _robustbase_factors(p: int, n: int, alpha: float) -> tuple[float, float]:
     return small_sample_factor(p, n, alpha, False), small_sample_factor(p, n, alpha, True)
 
 

@@ -135,25 +135,35 @@ def test_quick_form_of_the_starts_matches_the_exact_one(p):
 
 def test_swept_inverse_matches_the_cholesky_inverse():
     """The sweeps' log det S, S^-1 and regularity equal those from S's Cholesky factor (and
-    numpy's inverse), also for a singular S, an S whose singularity shows only at the last
-    pivot, and one with a NaN."""
+    numpy's inverse), also for a singular S, one whose singularity shows only at the last
+    pivot, one whose last pivot is positive but below the regularity floor (float64), and
+    one with a NaN; float64 and float32."""
     rng = np.random.default_rng(5)
     Z = rng.normal(size=(12, 5)) * np.array([1e3, 1, 1e-2, 1, 3])
     regular = Z.T @ Z / 12
-    last = regular.copy()
-    last[-1], last[:, -1] = last[0], last[0]  # the last variable repeats the first
+    Z_last = Z.copy()
+    Z_last[:, -1] = Z_last[:, 0]  # the last variable repeats the first: only the last pivot is ~0
+    last = Z_last.T @ Z_last / 12
+    Z_last[:, -1] += 1e-4 * rng.normal(size=12)  # last pivot ~1e-8: positive, below the floor 1e-6
+    nearly = Z_last.T @ Z_last / 12
     nan = regular.copy()
     nan[2, 2] = np.nan
-    for S in (regular, last, nan, np.zeros((5, 5)), np.eye(1) * 4.0):
-        log_det, P, ok = mcd._swept_inverse(jnp.asarray(S))
-        log_det_c, L_inv, ok_c = mcd._inverse_factor(jnp.asarray(S))
-        assert bool(ok) == bool(ok_c) == bool(np.isfinite(S).all() and np.linalg.eigvalsh(S).min() > 1e-9)
-        if not ok:
-            assert float(log_det) == float(log_det_c) == -np.inf
-        else:
-            np.testing.assert_allclose(log_det, log_det_c, rtol=1e-12)
-            np.testing.assert_allclose(P, np.linalg.inv(S), rtol=1e-9, atol=1e-12 * np.abs(np.linalg.inv(S)).max())
-            np.testing.assert_allclose(P, L_inv.T @ L_inv, rtol=1e-9, atol=1e-12 * np.abs(np.asarray(P)).max())
+    common = (regular, nan, np.zeros((5, 5)), np.eye(1) * 4.0)
+    for dtype, rtol, cases in ((np.float64, 1e-9, common + (last, nearly)), (np.float32, 1e-3, common)):
+        for S in cases:
+            S = S.astype(dtype)
+            log_det, P, ok = mcd._swept_inverse(jnp.asarray(S))
+            log_det_c, L_inv, ok_c = mcd._inverse_factor(jnp.asarray(S))
+            regular_S = np.isfinite(S).all() and np.linalg.eigvalsh(S.astype(np.float64)).min() > 1e-6
+            assert bool(ok) == bool(ok_c) == bool(regular_S)
+            if not ok:
+                assert float(log_det) == float(log_det_c) == -np.inf
+            else:
+                assert P.dtype == dtype
+                np.testing.assert_allclose(log_det, log_det_c, rtol=rtol)
+                inverse = np.linalg.inv(S.astype(np.float64))
+                np.testing.assert_allclose(P, inverse, rtol=rtol, atol=rtol * 1e-3 * np.abs(inverse).max())
+                np.testing.assert_allclose(P, L_inv.T @ L_inv, rtol=rtol, atol=rtol * 1e-3 * np.abs(np.asarray(P)).max())
 
 
 def test_elemental_starts_grow_past_singular_subsets():
