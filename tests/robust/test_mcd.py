@@ -348,6 +348,9 @@ def test_robustbase_conventions_h_and_small_sample_factors():
     assert mcd.h_alpha_n(0.75, 100, 3) == 76
     assert mcd.small_sample_factor(p, n, 0.75, reweighted=False) > 1.1
     assert mcd.small_sample_factor(p, 10 ** 6, 0.75, reweighted=True) == pytest.approx(1, abs=1e-3)
+    for alpha in (0.75, np.float32(0.75), np.array(0.75)):  # the remembered pair, for any real scalar
+        assert mcd.robustbase_factors(p, n, alpha) == (mcd.small_sample_factor(p, n, 0.75, False),
+                                                       mcd.small_sample_factor(p, n, 0.75, True))
     X = np.random.default_rng(13).normal(size=(400, n, p))
     keys = jax.random.split(jax.random.key(0), 400)
     for conventions, low, high in (("robustbase", 0.96, 1.04), ("bayeskit", 0.0, 0.9)):
