@@ -367,15 +367,10 @@ def quick_form(X) -> Array | None:
 
 
 def _c_steps(X, h: int, count: int):
-    """``count`` C-steps, in the quick form where it applies."""
+    """``count`` C-steps, in the quick form where it applies; a loop, so that the C-step is
+    traced and compiled once."""
     outer = quick_form(X)
-
-    def steps(state):
-        for _ in range(count):
-            state = c_step(X, state, h, outer)
-        return state
-
-    return steps
+    return lambda state: jax.lax.fori_loop(0, count, lambda _, s: c_step(X, s, h, outer), state)
 
 
 def _best_starts(key, X, h, count: int, n_best: int) -> Subset:
