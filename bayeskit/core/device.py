@@ -60,8 +60,8 @@ def _host_copy(x, dtype) -> np.ndarray | None:
     if not isinstance(x, (jax.Array, np.ndarray)) and hasattr(x, "__array__") and not hasattr(x, "__jax_array__"):
         x = np.asarray(x)  # a pandas DataFrame or Series, for example
     if isinstance(x, (np.ndarray, np.generic)) or (dtype is not None and _numbers(x)):
-        copy = np.array(x, dtype, copy=True)
-        return copy.astype(jax.dtypes.canonicalize_dtype(copy.dtype), copy=False)
+        x = np.asarray(x, dtype)
+        return x.astype(jax.dtypes.canonicalize_dtype(x.dtype), copy=True)  # one copy, cast or not
     return None
 
 
@@ -70,11 +70,12 @@ def _numbers(x) -> bool:
     return isinstance(x, number) or (isinstance(x, (tuple, list)) and all(isinstance(v, number) for v in x))
 
 
-def program_input(x, dtype) -> jax.Array:
+def program_input(x, dtype):
     """The input of a jitted program that casts it to ``dtype`` itself: a JAX array as it is
     (its cast runs inside the program, not as an eager program of its own), anything else
-    through :func:`as_array` with ``dtype`` (converted on the host)."""
-    return x if isinstance(x, jax.Array) else as_array(x, dtype)
+    through :func:`call_arg` with ``dtype`` (converted on the host, put on the device by the
+    call)."""
+    return x if isinstance(x, jax.Array) else call_arg(x, dtype)
 
 
 def batch_axis_in_front(axis_size: int, in_batched, args) -> tuple:
