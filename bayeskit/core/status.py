@@ -116,8 +116,9 @@ def readable_failure(fit):
         status = result.status
         if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(status)):  # data closed over by the caller's jit
             return eqx.tree_at(lambda r: r.trace, result, status.error_if(result.trace, is_failure(status)))
+        codes = np.asarray(status._value)  # one read of the codes: comparing items runs an eager program each
         for failure in (Status.nonfinite, Status.not_positive_definite):
-            if np.any(np.asarray(status == failure)):
+            if np.any(codes == np.asarray(failure._value)):
                 raise RuntimeError(f"{name} failed: {Status[failure]}")
         return result
 

@@ -61,8 +61,9 @@ def use_safe_cpu_scheduler(environ=os.environ) -> None:
 
 
 @cache
-def _controller() -> ThreadpoolController:
-    return ThreadpoolController()
+def _blas_libraries() -> tuple:
+    """threadpoolctl's controllers of the BLAS libraries loaded when first asked."""
+    return tuple(library for library in ThreadpoolController().lib_controllers if library.user_api == "blas")
 
 
 @contextlib.contextmanager
@@ -73,8 +74,19 @@ def host_blas():
     small (a Cholesky factor of a (p, p) matrix); OpenBLAS's worker threads keep spinning for
     a while after each call and, on a machine with few cores, take the cores XLA's next
     computation needs (a 200 x 200 graphical lasso fit ran at a third of its speed on two
-    cores). One thread does this work as fast and leaves the cores to XLA. Entering costs
-    well under a millisecond; the caller's own thread settings are restored on exit.
+    cores). One thread does this work as fast and leaves the cores to XLA. Entering and
+    leaving cost a few microseconds (each library's thread count is read and set directly,
+    not through ``threadpoolctl.threadpool_limits``); the caller's own thread settings are
+    restored on exit.
     """
-    with _controller().limit(limits=1, user_api="blas"):
+    libraries = _blas_libraries()
+    threads = [library.num_threads for library in libraries]
+    for library, n in zip(libraries, threads):
+        if n != 1:
+            library.set_num_threads(1)
+    try:
         yield
+    finally:
+        for library, n in zip(libraries, threads):
+            if n != 1:
+                library.set_num_threads(n)
