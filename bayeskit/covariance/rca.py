@@ -61,10 +61,10 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, call_arg
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
-from bayeskit.core.validation import is_concrete
+from bayeskit.core.validation import is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso
 
@@ -105,7 +105,7 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Fit
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
-    return _fit(as_array(C), as_array(Sigma), n_components)
+    return _fit(call_arg(C), call_arg(Sigma), n_components)
 
 
 @functools.partial(jax.jit, static_argnames="n_components")
@@ -267,17 +267,18 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, precision
     if precision_init is not None and is_concrete(precision_init):
         check_covariance(precision_init, "precision_init")
         check_same_shape(C, precision_init, "precision_init")
-    C = as_array(C)
-    start = None if precision_init is None else symmetrize(as_array(precision_init, C.dtype))
+    C = call_arg(C)
+    start = None if precision_init is None else call_arg(precision_init, C.dtype)
     return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, start, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
-                   glasso_tol=as_array(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
+                   glasso_tol=call_arg(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)
 
 
-@eqx.filter_jit
+@functools.partial(jax.jit, static_argnames=("max_iter", "glasso_max_iter", "progress", "throw"))
 def _em_fit(C, hp: EMHyperparams, init_state: EMState | None, precision_init, *, max_iter, tol, glasso_tol,
             glasso_max_iter, progress, throw) -> FitResult:
     C = symmetrize(C)
-    state = em_init(C, hp, precision_init) if init_state is None else init_state
+    start = None if precision_init is None else symmetrize(precision_init)
+    state = em_init(C, hp, start) if init_state is None else init_state
     step = lambda s: em_update(s, C, hp, glasso_tol=glasso_tol, glasso_max_iter=glasso_max_iter)
     return loop.run(step, lambda s: s.bound, state, max_iter=max_iter, tol=tol, progress=progress, throw=throw)
 
@@ -325,7 +326,7 @@ def check_covariance(A, name: str, *, definite: bool = True) -> None:
     if not np.all(np.isfinite(A)):
         raise ValueError(f"{name} has {int(np.sum(~np.isfinite(A)))} non-finite entries.")
     scale = max(float(np.abs(A).max()), np.finfo(float).tiny)
-    if not np.allclose(A, A.T, rtol=1e-6, atol=1e-8 * scale):
+    if not is_symmetric(A):
         raise ValueError(f"{name} must be symmetric.")
     A = 0.5 * (A + A.T)
     # the smallest eigenvalue must exceed this

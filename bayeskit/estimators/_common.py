@@ -21,6 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import validate_data
 
 from bayeskit.core.status import Status, is_failure
+from bayeskit.core.status import message as status_message
 from bayeskit.core.validation import check_real, is_sparse
 
 _NO_Y = object()
@@ -137,7 +138,7 @@ def finish(result, name: str, *, detail: str = "", warn_max_iter: bool = True):
     stopped at ``max_iter`` warns ``ConvergenceWarning`` unless ``warn_max_iter`` is
     False; ``detail`` is appended to either message. The status is read on the host
     once (its message), with no device computation."""
-    message = Status[result.status]
+    message = status_message(result.status)
     if message in _FAILURES:
         raise RuntimeError(f"{name} failed: {message}{detail}")
     if warn_max_iter and message == Status[Status.max_iter_reached]:

@@ -14,6 +14,7 @@ from bayeskit.core import validation
 from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_products_in_range
 from bayeskit.core.status import Status
+from bayeskit.core.status import message as status_message
 from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
@@ -68,7 +69,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         self.state_ = best.state
         self.n_iter_ = int(best.n_iter)
         self.lower_bound_ = float(best.objective)
-        self.converged_ = Status[best.status] == Status[Status.successful]  # read on the host, no eager comparison
+        self.converged_ = status_message(best.status) == Status[Status.successful]  # read on the host, no eager comparison
         self.n_labels_ = Y.shape[1]
         return self
 

@@ -249,6 +249,17 @@ def test_solved_reports_the_objective_and_a_status_per_element():
     assert not bool(status.all_finite(jnp.zeros(2), jnp.array([1.0, jnp.inf])))
 
 
+def test_message_reads_a_fits_status_as_equinox_does():
+    """``status.message`` gives equinox's ``Status[...]`` sentence for every item, from a
+    device array (a fit's result, also after jit) and from a host one."""
+    for item in (Status.successful, Status.max_iter_reached, Status.nonfinite, Status.not_positive_definite):
+        on_device = jax.jit(lambda ok, it=item: Status.where(ok, it, Status.successful))(jnp.asarray(True))
+        assert status.message(on_device) == Status[on_device] == Status[item]
+        assert status.message(item) == Status[item]
+    assert status.message(run(lambda s: s + 1.0, lambda s: -s, jnp.zeros(()), max_iter=3, tol=0.0, throw=False).status) == \
+        Status[Status.max_iter_reached]
+
+
 def test_a_nan_in_the_state_is_nonfinite_even_when_the_objective_is_finite():
     """The objective stays finite but the third sweep puts a NaN into the state: that sweep
     is rejected, the last state without NaN is returned and the status is nonfinite."""

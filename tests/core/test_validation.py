@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bayeskit.core.validation import check_choice, check_int_in, check_labels, check_matrix, check_positive
+from bayeskit.core.validation import check_choice, check_int_in, check_labels, check_matrix, check_positive, is_symmetric
 
 # ----------------------------------------------------------------------------------------
 # check_matrix
@@ -258,3 +258,21 @@ def test_sparse_matrices_are_refused_by_name_and_sparse_labels_densified():
         check_matrix(X)
     Y = sparse.csr_array(np.array([[1, 0], [0, 1], [1, 1]]))
     np.testing.assert_array_equal(check_labels(Y, 3), Y.toarray())
+
+
+def test_is_symmetric_agrees_with_numpy_allclose():
+    """The symmetry test of the covariance checks is np.allclose(A, A.T, rtol=1e-6,
+    atol=1e-8 max|A|): the same verdict on matrices perturbed around both tolerances, at
+    several scales, in float32 and float64."""
+    rng = np.random.default_rng(0)
+    for scale in (1e-30, 1.0, 1e30):
+        for dtype in (np.float32, np.float64):
+            B = rng.standard_normal((6, 6))
+            A = (B @ B.T * scale).astype(dtype)
+            for relative in (0.0, 1e-9, 1e-7, 5e-7, 2e-6, 1e-5, 1e-3):
+                for absolute in (0.0, 1e-9, 2e-8, 1e-6):
+                    P = A.copy()
+                    P[1, 4] = P[1, 4] * (1 + relative) + absolute * np.abs(A).max()
+                    expected = np.allclose(P, P.T, rtol=1e-6, atol=1e-8 * np.abs(P).max())
+                    assert is_symmetric(P) == expected, (scale, dtype, relative, absolute)
+    assert is_symmetric(np.array([[2.0]])) and not is_symmetric(np.array([[1.0, 0.0], [1.0, 1.0]]))
