@@ -172,10 +172,12 @@ def rows_glasso(d):
         compared = [r for r in d.get(part, {}).get("rows", []) if "seconds" in r["R glasso"]]
         for name in dict.fromkeys(r["data"] for r in compared):
             cases = [r for r in compared if r["data"] == name]
+            top = (f"; glasso.fit at top level {geometric_mean([r['top_level_seconds'] for r in cases]):.3g} s"
+                   if all("top_level_seconds" in r for r in cases) else "")
             out.append(row(f"{name} {kind} (p = {cases[0]['p']}), {len(cases)} cases, geometric mean",
                            geometric_mean([r["seconds"] for r in cases]), "R glasso",
                            geometric_mean([r["R glasso"]["seconds"] for r in cases]),
-                           f"at most {max(r['n_iter'] for r in cases)} iterations"))
+                           f"at most {max(r['n_iter'] for r in cases)} iterations{top}"))
     path = d.get("path", {})
     for name in ("path, warm-started", "vmap over alphas"):
         if name in path:
