@@ -12,7 +12,6 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
-from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
@@ -178,8 +177,8 @@ class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         rank = min(C.shape[0], Z.shape[0] - (0 if self.assume_centered else 1))
         if self.n_components is not None:
             validation.check_int_in("n_components", self.n_components, 1, rank)
-        # Sigma is checked above and C = Z'Z / n is PSD by construction
-        result = finish(rca.fit(as_array(C), as_array(Sigma_unit.astype(C.dtype)), self.n_components, check=False), "RCA")
+        # Sigma is checked above and C = Z'Z / n is PSD by construction; host arrays, which rca.fit's call puts on the device
+        result = finish(rca.fit(C, Sigma_unit.astype(C.dtype), self.n_components, check=False), "RCA")
         solution = result.state
         q = int(solution.n_components)
         self.scale_ = s
@@ -206,7 +205,7 @@ class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         per feature when ``dual``)."""
         Z = self._draws(Y)
         s = self.scale_  # the latent coordinates are scale-free: computed on the unit scale
-        unit = lambda A, power: as_array((np.asarray(A, np.float64) / s**power).astype(Z.dtype))
+        unit = lambda A, power: (np.asarray(A, np.float64) / s**power).astype(Z.dtype)  # host arrays, cast before the jitted call
         mean, _ = rca.posterior(unit(Z - self.location_, 1), unit(self.components_, 1), unit(self.sigma_, 2))
         return np.asarray(mean)
 
@@ -299,7 +298,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         hp = rca.EMHyperparams(float(self.alpha) / v, s2, bool(self.penalize_diagonal), self.n_components)
         start = None if self.precision_init is None else _precision_init(self.precision_init, C, s)
         # rca.em_fit checks C, n_components and the start on the host before compiling
-        result = rca.em_fit(as_array(C), hp, precision_init=start, max_iter=int(self.max_iter), tol=float(self.tol),
+        result = rca.em_fit(C, hp, precision_init=start, max_iter=int(self.max_iter), tol=float(self.tol),
                             throw=False)
         finish(result, "EMRCA", detail=f" (max_iter={self.max_iter})")
         state = result.state
