@@ -69,3 +69,21 @@ def test_sparse_bayes(regression):
     assert rvm.predict(X_new, chunk_size=CHUNK).shape == (23,)
     with pytest.raises(ValueError, match="chunk_size"):
         rvm.predict(X_new, chunk_size=0)
+
+
+def test_chunked_predictions_compile_once(regression):
+    """A chunked prediction at the top level runs its blocks through programs compiled once:
+    the second call on new rows of the same shape compiles nothing (a lax.map staged at the
+    top level was a new program, compiled again, at every call)."""
+    from compilations import count_compilations
+
+    X, y, X_new, y_new = regression
+    rvm = RVMRegressor().fit(X, y)
+    est = SBMoERegressor(n_experts=3, max_iter=3, gate_steps=5, n_gate=10, n_draws=10, random_state=0).fit(X, y)
+    calls = (lambda Z: rvm.predict(Z, return_std=True, chunk_size=CHUNK), lambda Z: est.predict(Z, chunk_size=CHUNK),
+             lambda Z: est.score_samples(Z, y_new, chunk_size=CHUNK))
+    for call in calls:
+        jax.block_until_ready(call(X_new))
+        with count_compilations() as seen:
+            jax.block_until_ready(call(X_new[::-1]))
+        assert seen["compiles"] == 0, seen

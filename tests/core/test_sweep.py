@@ -137,8 +137,8 @@ def test_map_blocks_equals_the_whole_batch(chunk_size):
 
     x = jax.random.normal(jax.random.key(2), (7, 4))
     f = lambda v: (jnp.tanh(v) @ jnp.ones((4, 2)), jnp.zeros((v.shape[0], 0)))  # noqa: E731
-    got = jax.jit(lambda v: map_blocks(f, v, chunk_size))(x)
-    np.testing.assert_allclose(got[0], f(x)[0], rtol=1e-12)
-    assert got[1].shape == (7, 0)
+    for got in (jax.jit(lambda v: map_blocks(f, v, chunk_size))(x), map_blocks(f, x, chunk_size)):  # in a program, at the top level
+        np.testing.assert_allclose(got[0], f(x)[0], rtol=1e-12)
+        assert got[1].shape == (7, 0)
     with pytest.raises(ValueError, match="chunk_size"):
         map_blocks(f, x, 0)
