@@ -2,7 +2,7 @@
 second fit on new data of the same shapes with new values of the continuous
 hyperparameters compiles nothing; bad input is refused with a ``ValueError`` before
 anything is traced or compiled; a prediction is a few compiled programs, not one per array
-operation. Compilations are counted from JAX's own monitoring events.
+operation, and a second one (in one piece or in chunks) compiles nothing. Compilations are counted from JAX's own monitoring events.
 Every random functional fit, vmapped over keys, equals the separate fits; every public fit
 returns the one shape of a fit, :class:`~bayeskit.core.status.FitResult`."""
 
@@ -141,6 +141,25 @@ def test_a_prediction_is_a_few_compiled_programs_not_a_stream_of_eager_operation
             use = getattr(est, USES[name])
             jax.block_until_ready(use() if name.endswith("LinkPredictor") else use(args[0][:7]))  # 7 rows: a new shape
     assert seen["compiles"] <= MAX_PROGRAMS_PER_USE, seen["compiled"]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_second_prediction_compiles_nothing_in_one_piece_or_in_chunks(name):
+    """Using a fitted estimator again on new rows of the same shape compiles nothing, also
+    with ``chunk_size`` where the method takes it (blocks of 3 of 7 rows: two full blocks
+    and a partial one)."""
+    make, data, _ = CASES[name]
+    args = data(np.random.default_rng(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        use = getattr(make(0).fit(*args), USES[name])
+        chunked = "chunk_size" in inspect.signature(use).parameters
+        for options in ({}, {"chunk_size": 3}) if chunked else ({},):
+            call = (lambda rows: use(**options)) if name.endswith("LinkPredictor") else (lambda rows: use(args[0][rows], **options))
+            jax.block_until_ready(call(slice(0, 7)))
+            with count_compilations() as seen:
+                jax.block_until_ready(call(slice(7, 14)))
+            assert seen["compiles"] == 0, (options, seen["compiled"])
 
 
 def test_the_counter_sees_a_compilation():
