@@ -11,7 +11,6 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
-from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_representable, unit_scale
 from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
@@ -86,7 +85,7 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     def _design(self, X_unit):
         """Phi of inputs already divided by ``x_scale_``: against the training inputs so
         divided, with gamma times x_scale_^2, it is the kernel of the caller's units."""
-        return sparse_bayes.design(as_array(X_unit), None if self.kernel == "linear" else as_array(self._centers),
+        return sparse_bayes.design(X_unit, None if self.kernel == "linear" else self._centers,  # host arrays: a jitted call
                                    kernel=self.kernel, gamma=self._kernel_gamma, degree=self.degree, coef0=self.coef0,
                                    bias=self.fit_intercept)
 
@@ -145,7 +144,7 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
-        X_unit = as_array(X / self.x_scale_)  # divided on the host, before the cast
+        X_unit = X / self.x_scale_  # divided on the host, before the cast
         mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, chunk_size=chunk_size)
         mean = np.asarray(mean, np.float64) * self.y_scale_
         return (mean, np.sqrt(np.asarray(var, np.float64)) * self.y_scale_) if return_std else mean
