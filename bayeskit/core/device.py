@@ -52,6 +52,15 @@ def call_arg(x, dtype=None):
     return jnp.asarray(x, dtype) if copy is None else copy
 
 
+def float_arg(x):
+    """:func:`call_arg` of data whose arithmetic is floating: integers and booleans (a
+    covariance of counts, a 0/1 matrix) in the default float dtype, floating data as they
+    are. The fits take their hyperparameters' dtype from it: an integer covariance made the
+    graphical lasso's penalty an integer, 0.5 became 0."""
+    x = call_arg(x)
+    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+
+
 def _host_copy(x, dtype) -> np.ndarray | None:
     """A NumPy copy of host data in JAX's canonical dtype (see :func:`as_array`), or None for
     what goes to ``jnp.asarray``."""

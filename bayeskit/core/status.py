@@ -38,7 +38,10 @@ class Status(eqx.Enumeration):
 def message(status: Status) -> str:
     """``Status[status]`` of one fit, read on the host: one transfer of its code (equinox's
     ``Status[...]`` maps every entry through ``np.vectorize``, about 15 us a call)."""
-    return _MESSAGES[int(np.asarray(status._value))]
+    code = np.asarray(status._value)
+    if code.ndim:
+        raise ValueError(f"message reads the status of one fit; got a batch of shape {code.shape} (index it first).")
+    return _MESSAGES[int(code)]
 
 
 _MESSAGES = {int(item._value): Status[item] for item in Status._name_to_item.values()}

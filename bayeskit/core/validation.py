@@ -121,5 +121,8 @@ def is_concrete(*xs) -> bool:
 def is_symmetric(A: np.ndarray) -> bool:
     """Whether the finite square ``A`` equals its transpose to a relative 1e-6 and an
     absolute 1e-8 times its largest entry: ``np.allclose``'s test, without its overhead
-    (a tenth of a fit of a small covariance)."""
+    (a tenth of a fit of a small covariance). Integers and booleans are compared as
+    float64, as ``np.allclose`` compares them (no wrap-around, no boolean subtraction)."""
+    A = np.asarray(A)
+    A = A if np.issubdtype(A.dtype, np.inexact) else A.astype(np.float64)
     return bool(np.all(np.abs(A - A.T) <= 1e-8 * np.abs(A).max() + 1e-6 * np.abs(A.T)))

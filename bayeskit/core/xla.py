@@ -81,10 +81,10 @@ def host_blas():
     """
     libraries = _blas_libraries()
     threads = [library.num_threads for library in libraries]
-    for library, n in zip(libraries, threads):
-        if n != 1:
-            library.set_num_threads(1)
     try:
+        for library, n in zip(libraries, threads):
+            if n != 1:
+                library.set_num_threads(1)
         yield
     finally:
         for library, n in zip(libraries, threads):

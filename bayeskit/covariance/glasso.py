@@ -77,7 +77,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array, batch_axis_in_front, call_arg
+from bayeskit.core.device import as_array, batch_axis_in_front, float_arg
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
@@ -406,7 +406,7 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)
-    S = call_arg(S)
+    S = float_arg(S)
     return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, S.dtype),
                 progress=progress, throw=throw)
 

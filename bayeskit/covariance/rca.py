@@ -61,7 +61,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array, call_arg
+from bayeskit.core.device import as_array, call_arg, float_arg
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
 from bayeskit.core.validation import is_concrete, is_symmetric
@@ -105,7 +105,7 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Fit
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
-    return _fit(call_arg(C), call_arg(Sigma), n_components)
+    return _fit(float_arg(C), float_arg(Sigma), n_components)
 
 
 @functools.partial(jax.jit, static_argnames="n_components")
@@ -267,7 +267,7 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, precision
     if precision_init is not None and is_concrete(precision_init):
         check_covariance(precision_init, "precision_init")
         check_same_shape(C, precision_init, "precision_init")
-    C = call_arg(C)
+    C = float_arg(C)
     start = None if precision_init is None else call_arg(precision_init, C.dtype)
     return _em_fit(C, loop.as_arrays(hp, C.dtype), init_state, start, max_iter=max_iter, tol=loop.tolerance(tol, C.dtype),
                    glasso_tol=call_arg(glasso_tol, C.dtype), glasso_max_iter=glasso_max_iter, progress=progress, throw=throw)

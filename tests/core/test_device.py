@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from compilations import count_compilations
 
-from bayeskit.core.device import as_array, batch_axis_in_front, call_arg
+from bayeskit.core.device import as_array, batch_axis_in_front, call_arg, float_arg
 
 
 @pytest.mark.parametrize("x, dtype", [
@@ -103,3 +103,12 @@ def test_batch_axis_in_front_broadcasts_only_the_unbatched_arguments():
     assert out[0] is batched
     np.testing.assert_array_equal(out[1], np.full(3, 2.5))
     np.testing.assert_array_equal(out[2], np.broadcast_to(np.eye(2), (3, 2, 2)))
+
+
+def test_float_arg_gives_integers_and_booleans_the_default_float_dtype_and_leaves_floats_alone():
+    for x in (np.array([[2, 1], [1, 2]]), np.array([[2, 1], [1, 2]], np.uint8), np.eye(2, dtype=bool), [[2, 1], [1, 2]]):
+        got = float_arg(x)
+        assert got.dtype == jnp.result_type(float)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(x, float))
+    for x in (np.ones((2, 2), np.float32), np.ones((2, 2)), jnp.ones((2, 2), jnp.float32)):
+        assert float_arg(x).dtype == jnp.asarray(x).dtype

@@ -258,6 +258,9 @@ def test_message_reads_a_fits_status_as_equinox_does():
         assert status.message(item) == Status[item]
     assert status.message(run(lambda s: s + 1.0, lambda s: -s, jnp.zeros(()), max_iter=3, tol=0.0, throw=False).status) == \
         Status[Status.max_iter_reached]
+    batch = jax.vmap(status.solved)(jnp.arange(2.0), jnp.array([1.0, jnp.nan]))
+    with pytest.raises(ValueError, match="one fit"):
+        status.message(batch.status)
 
 
 def test_a_nan_in_the_state_is_nonfinite_even_when_the_objective_is_finite():

@@ -276,3 +276,8 @@ def test_is_symmetric_agrees_with_numpy_allclose():
                     expected = np.allclose(P, P.T, rtol=1e-6, atol=1e-8 * np.abs(P).max())
                     assert is_symmetric(P) == expected, (scale, dtype, relative, absolute)
     assert is_symmetric(np.array([[2.0]])) and not is_symmetric(np.array([[1.0, 0.0], [1.0, 1.0]]))
+    # integers and booleans as np.allclose takes them: in float64, without wrap-around
+    for A in (np.array([[100, -128], [-128, 100]], np.int8), np.array([[3, 250], [249, 3]], np.uint8),
+              np.array([[1, 2], [2, 1]], np.int64), np.array([[1, 2], [3, 1]], np.int64),
+              np.array([[True, False], [False, True]]), np.array([[True, True], [False, True]])):
+        assert is_symmetric(A) == np.allclose(A, A.T, rtol=1e-6, atol=1e-8 * np.abs(A.astype(float)).max()), A

@@ -293,3 +293,15 @@ def test_estimator_is_equivariant_far_from_unit_scale_in_float32(a):
     np.testing.assert_allclose(got.precision_ * a * a, ref.precision_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got.covariance_ / a / a, ref.covariance_, rtol=1e-5)
     assert got.score(X * np.float32(a)) == pytest.approx(ref.score(X) - 6 * np.log(a), rel=1e-5)
+
+
+def test_an_integer_or_boolean_covariance_fits_as_its_float_copy():
+    """Counts or 0/1 data fit in the default float dtype, the penalty with them: an integer S
+    had made alpha = 0.5 an integer 0 (no penalty)."""
+    S = np.array([[4, 2, 1], [2, 3, 1], [1, 1, 2]])
+    for data in (S, S.astype(np.int8)):
+        got = glasso.fit(data, glasso.Hyperparams(0.5)).state.precision
+        np.testing.assert_allclose(np.asarray(got), np.asarray(glasso.fit(S.astype(float), glasso.Hyperparams(0.5)).state.precision),
+                                   rtol=1e-6)
+    unpenalised = np.linalg.inv(S)
+    assert abs(float(got[0, 1]) - unpenalised[0, 1]) > 0.05  # the penalty acted

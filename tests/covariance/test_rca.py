@@ -378,3 +378,14 @@ def test_inputs_beyond_float32_on_the_data_scale_are_refused_with_the_scale():
         EMRCA(0.1).fit(np.ones((10, 3)))
     with pytest.raises(ValueError, match=r"noise_variance must be positive and finite; got -1"):
         EMRCA(0.1, noise_variance=-1).fit(Y)
+
+
+def test_an_integer_second_moment_fits_as_its_float_copy():
+    """EM/RCA and ML RCA on integer matrices equal the fits on their float copies (an integer C
+    had made the EM's penalty and noise variance integers)."""
+    C = np.array([[6, 2, 1, 0], [2, 5, 1, 1], [1, 1, 4, 1], [0, 1, 1, 3]])
+    hp = rca.EMHyperparams(0.3, 0.5, True, 1)
+    em = lambda A: np.asarray(rca.em_fit(A, hp, max_iter=50).state.sparse.precision)  # noqa: E731
+    np.testing.assert_allclose(em(C), em(C.astype(float)), rtol=1e-6, atol=1e-9)
+    ml = lambda A, B: np.asarray(rca.fit(A, B, 2).state.eigenvalues)  # noqa: E731
+    np.testing.assert_allclose(ml(C, 2 * np.eye(4, dtype=int)), ml(C.astype(float), 2.0 * np.eye(4)), rtol=1e-6)
