@@ -52,8 +52,16 @@ def as_arrays(tree: PyTree, dtype) -> PyTree:
     static fields are not leaves) as an array of ``dtype``, so that a jitted fit traces
     them as values: a new value compiles nothing. Host values become NumPy arrays (no
     device dispatch per leaf); JAX arrays and tracers stay JAX arrays."""
-    host = np.dtype(dtype)
-    return jax.tree.map(lambda v: jnp.asarray(v, dtype) if isinstance(v, jax.Array) else np.asarray(v, host), tree)
+    host = real_dtype(dtype)
+    return jax.tree.map(lambda v: jnp.asarray(v, host) if isinstance(v, jax.Array) else np.asarray(v, host), tree)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """``dtype`` for the hyperparameters and tolerances of data of ``dtype``: itself when it
+    is floating, the default float dtype for integer or boolean data (whose dtype would
+    truncate a penalty of 0.5 or a tolerance of 1e-4 to 0)."""
+    dtype = np.dtype(dtype)
+    return dtype if np.issubdtype(dtype, np.inexact) else np.dtype(jnp.result_type(float))
 
 
 def check_tol(tol) -> None:
@@ -70,7 +78,8 @@ def tolerance(tol, dtype) -> Array:
     """``tol`` checked (:func:`check_tol`) and as an array of ``dtype``, traced by the
     jitted fits: a new value compiles nothing."""
     check_tol(tol)
-    return jnp.asarray(tol, dtype) if isinstance(tol, jax.Array) else np.asarray(tol, np.dtype(dtype))
+    dtype = real_dtype(dtype)
+    return jnp.asarray(tol, dtype) if isinstance(tol, jax.Array) else np.asarray(tol, dtype)
 
 
 SMALL_LEAF = 4096  # has_nan checks leaves up to this size as one vector

@@ -16,7 +16,7 @@ import pytest
 from compilations import count_compilations
 
 from bayeskit.core import status
-from bayeskit.core.loop import SMALL_LEAF, has_nan, run
+from bayeskit.core.loop import SMALL_LEAF, as_arrays, has_nan, run, tolerance
 from bayeskit.core.status import FitResult, Status, is_failure
 
 NEVER = -1
@@ -339,3 +339,16 @@ def test_has_nan_finds_a_nan_in_any_floating_leaf(where):
     with jax.numpy_dtype_promotion("strict"):
         assert bool(jax.jit(has_nan)(tree)) == (where != "none")
     assert not bool(has_nan({"count": jnp.arange(3)}))
+
+
+def test_hyperparameters_of_integer_data_stay_real_numbers():
+    """as_arrays and tolerance give integer or boolean data's hyperparameters the default
+    float dtype (in the data's dtype a penalty of 0.5 and a tolerance of 1e-4 were 0), and
+    floating data's hyperparameters their own dtype."""
+    tree = {"alpha": 0.5, "beta": jnp.asarray(0.25)}
+    for dtype in (np.int32, np.int64, np.uint8, bool):
+        got = as_arrays(tree, dtype)
+        assert got["alpha"] == 0.5 and got["beta"] == 0.25 and got["alpha"].dtype == jnp.result_type(float)
+        assert tolerance(1e-4, dtype) == np.asarray(1e-4, jnp.result_type(float))
+    for dtype in (np.float32, np.float64):
+        assert as_arrays(tree, dtype)["alpha"].dtype == dtype and tolerance(1e-4, dtype).dtype == dtype

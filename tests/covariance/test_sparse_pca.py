@@ -194,3 +194,13 @@ def test_estimator_components_do_not_depend_on_the_units_of_x(a, b):
     np.testing.assert_allclose(SparsePCA(alpha=float(ref.alphas_[0]) * 1e14).fit(X * 1e7).components_, fixed.components_, atol=1e-8)
     with pytest.raises(ValueError, match="explained variance of data at scale .* beyond the range of float64"):
         SparsePCA(cardinality=2).fit(X * 1e300)
+
+
+def test_an_integer_covariance_fits_as_its_float_copy():
+    """A covariance of counts fits as its float copy: its penalties are not truncated to the
+    data's integer dtype (beta = 0.5 had become 0)."""
+    X = np.random.default_rng(0).integers(0, 5, size=(40, 6))
+    S = X.T @ X
+    hp = sparse_pca.Hyperparams(40.0, 0.5)
+    got, want = sparse_pca.fit(S, hp, max_iter=20), sparse_pca.fit(S.astype(float), hp, max_iter=20)
+    np.testing.assert_allclose(np.asarray(got.state.X), np.asarray(want.state.X), rtol=1e-6, atol=1e-6)
