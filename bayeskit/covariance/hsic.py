@@ -57,6 +57,7 @@ import numpy as np
 from jax.scipy.special import gammaincc
 from jaxtyping import Array, Float
 
+from bayeskit.core.device import call_arg
 from bayeskit.core.validation import check_choice, check_int_in, check_matrix, check_positive, is_concrete
 from bayeskit.covariance.hsic_kernels import (
     RFF_SUBSAMPLE,
@@ -456,8 +457,11 @@ def _checked_samples(x, y, kernels, bandwidths, min_samples: int):
         raise ValueError(f"x has {x.shape[0]} samples but y has {y.shape[0]}; they must be paired.")
     if x.shape[0] < min_samples:
         raise ValueError(f"{x.shape[0]} samples; at least {min_samples} required.")
-    dtype = jnp.result_type(x.dtype, y.dtype)
-    return jnp.asarray(x, dtype), jnp.asarray(y, dtype)
+    # one floating dtype, canonical before promotion: float64 data with x64 off is float32 without
+    # JAX's warning about an unavailable dtype; host data stay NumPy copies, which the jitted test
+    # puts on the device (jnp.asarray compiled and ran a program for each)
+    dtype = jnp.result_type(jax.dtypes.canonicalize_dtype(x.dtype), jax.dtypes.canonicalize_dtype(y.dtype), float)
+    return call_arg(x, dtype), call_arg(y, dtype)
 
 
 def _check_gram(K: np.ndarray, name: str) -> None:

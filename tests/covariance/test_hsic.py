@@ -3,6 +3,7 @@ U-statistics, permutation distributions and binomial bands."""
 
 import doctest
 import itertools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -287,3 +288,22 @@ def test_scale_invariant_in_float32(scale):
     bandwidths = dict(bandwidth_x=0.7 * scale, bandwidth_y=1.3 / np.sqrt(scale))
     assert float(hsic.hsic(*scaled, **bandwidths)) == pytest.approx(
         float(hsic.hsic(*unit, bandwidth_x=0.7, bandwidth_y=1.3)), rel=1e-5)
+
+
+def test_numpy_float64_data_run_without_a_dtype_warning_under_float32_defaults_and_integers_run_as_floats():
+    """The out-of-the-box setting (x64 off) with ordinary float64 NumPy data: no JAX warning
+    about an unavailable dtype (the samples' dtype is canonicalised before promotion), and
+    integer samples are tested as their float copies (an integer dtype had reached the
+    bandwidth heuristic)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=60)
+    y = x**2 + 0.5 * rng.normal(size=60)
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = hsic.test(jax.random.key(0), x, y)
+        assert result.statistic.dtype == np.float32
+        value = hsic.hsic(x, y)
+    assert value.dtype == np.float32 and 0 < float(result.p_value) < 1e-3
+    xi, yi = np.round(3 * x).astype(int), np.round(3 * y).astype(int)
+    for f in (lambda a, b: hsic.test(jax.random.key(0), a, b).p_value, hsic.hsic):
+        np.testing.assert_allclose(np.asarray(f(xi, yi)), np.asarray(f(xi.astype(float), yi.astype(float))), rtol=1e-10)
