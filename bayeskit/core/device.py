@@ -57,8 +57,8 @@ def float_arg(x):
     covariance of counts, a 0/1 matrix) in the default float dtype, floating data as they
     are. The fits take their hyperparameters' dtype from it: an integer covariance made the
     graphical lasso's penalty an integer, 0.5 became 0."""
-    x = call_arg(x)
-    return x if jnp.issubdtype(x.dtype, jnp.inexact) else x.astype(jnp.result_type(float))
+    raw = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype  # before canonicalising: int64 counts past 2**31 stay whole
+    return call_arg(x, None if jnp.issubdtype(raw, jnp.inexact) else jnp.result_type(float))
 
 
 def _host_copy(x, dtype) -> np.ndarray | None:

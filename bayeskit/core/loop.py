@@ -61,7 +61,7 @@ def real_dtype(dtype) -> np.dtype:
     is floating, the default float dtype for integer or boolean data (whose dtype would
     truncate a penalty of 0.5 or a tolerance of 1e-4 to 0)."""
     dtype = np.dtype(dtype)
-    return dtype if np.issubdtype(dtype, np.inexact) else np.dtype(jnp.result_type(float))
+    return dtype if jnp.issubdtype(dtype, jnp.inexact) else np.dtype(jnp.result_type(float))  # jnp: bfloat16 is floating
 
 
 def check_tol(tol) -> None:

@@ -39,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array
+from bayeskit.core.device import as_array, float_arg
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
 from bayeskit.core.validation import check_int_in
@@ -153,7 +153,7 @@ def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, i
     ``max_iter``: new penalties and data compile nothing; vmappable over both."""
     loop.check_tol(tol)
     loop.check_throw(throw)
-    Sigma = as_array(Sigma)
+    Sigma = float_arg(Sigma)
     return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)
 

@@ -112,3 +112,6 @@ def test_float_arg_gives_integers_and_booleans_the_default_float_dtype_and_leave
         np.testing.assert_array_equal(np.asarray(got), np.asarray(x, float))
     for x in (np.ones((2, 2), np.float32), np.ones((2, 2)), jnp.ones((2, 2), jnp.float32)):
         assert float_arg(x).dtype == jnp.asarray(x).dtype
+    assert jax.jit(float_arg)(jnp.arange(3)).dtype == jnp.result_type(float)  # a traced integer array
+    with jax.enable_x64(False):  # int64 counts past 2**31 are converted whole, not through int32
+        assert float(float_arg(np.array([2**31 + 5]))[0]) == np.float32(2**31 + 5)

@@ -348,7 +348,9 @@ def test_hyperparameters_of_integer_data_stay_real_numbers():
     tree = {"alpha": 0.5, "beta": jnp.asarray(0.25)}
     for dtype in (np.int32, np.int64, np.uint8, bool):
         got = as_arrays(tree, dtype)
-        assert got["alpha"] == 0.5 and got["beta"] == 0.25 and got["alpha"].dtype == jnp.result_type(float)
+        assert got["alpha"] == 0.5 and got["beta"] == 0.25
+        assert got["alpha"].dtype == got["beta"].dtype == jnp.result_type(float)
         assert tolerance(1e-4, dtype) == np.asarray(1e-4, jnp.result_type(float))
-    for dtype in (np.float32, np.float64):
-        assert as_arrays(tree, dtype)["alpha"].dtype == dtype and tolerance(1e-4, dtype).dtype == dtype
+    for dtype in (np.float32, np.float64, jnp.bfloat16):
+        got = as_arrays(tree, dtype)
+        assert got["alpha"].dtype == got["beta"].dtype == dtype and tolerance(1e-4, dtype).dtype == dtype

@@ -292,9 +292,8 @@ def test_scale_invariant_in_float32(scale):
 
 def test_numpy_float64_data_run_without_a_dtype_warning_under_float32_defaults_and_integers_run_as_floats():
     """The out-of-the-box setting (x64 off) with ordinary float64 NumPy data: no JAX warning
-    about an unavailable dtype (the samples' dtype is canonicalised before promotion), and
-    integer samples are tested as their float copies (an integer dtype had reached the
-    bandwidth heuristic)."""
+    about an unavailable dtype (the samples' dtype is canonicalised before promotion); integer
+    samples, on the host and traced, are tested as their float copies."""
     rng = np.random.default_rng(3)
     x = rng.normal(size=60)
     y = x**2 + 0.5 * rng.normal(size=60)
@@ -306,4 +305,6 @@ def test_numpy_float64_data_run_without_a_dtype_warning_under_float32_defaults_a
     assert value.dtype == np.float32 and 0 < float(result.p_value) < 1e-3
     xi, yi = np.round(3 * x).astype(int), np.round(3 * y).astype(int)
     for f in (lambda a, b: hsic.test(jax.random.key(0), a, b).p_value, hsic.hsic):
-        np.testing.assert_allclose(np.asarray(f(xi, yi)), np.asarray(f(xi.astype(float), yi.astype(float))), rtol=1e-10)
+        want = np.asarray(f(xi.astype(float), yi.astype(float)))
+        np.testing.assert_allclose(np.asarray(f(xi, yi)), want, rtol=1e-10)
+        np.testing.assert_allclose(np.asarray(jax.jit(f)(xi, yi)), want, rtol=1e-10)
