@@ -51,7 +51,7 @@ def _pair_counts(s: Array, t: Array) -> Array:
 def _kth_pair_difference(s: Array, k: Array) -> Array:
     """The k-th smallest (from 0) of s_j - s_i over i < j, s sorted: a bisection on the bit
     patterns of non-negative floats (ordered like the floats), O(m log m) per step."""
-    bits = jnp.int64 if s.dtype == jnp.float64 else jnp.int32
+    bits = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[s.dtype.itemsize]  # an integer of the float's width (float16 too)
     to_float = partial(jax.lax.bitcast_convert_type, new_dtype=s.dtype)
 
     def halve(_, bounds):

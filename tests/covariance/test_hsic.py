@@ -95,6 +95,18 @@ def test_median_heuristic_float32(rng):
     np.testing.assert_allclose(sigma, np_median_sigma(x), rtol=1e-6)
 
 
+def test_median_heuristic_and_hsic_in_float16(rng):
+    """float16 samples: the bisection over the differences' bit patterns uses 16-bit integers
+    (it asked for 32-bit ones and failed); the result is numpy's median of the same float16
+    values to float16's precision, and HSIC is the float32 value to a few parts in 1e3."""
+    x = rng.normal(size=200).astype(np.float16)
+    sigma = hsic.median_bandwidth(x)
+    assert sigma.dtype == jnp.float16
+    np.testing.assert_allclose(float(sigma), np_median_sigma(x.astype(np.float64)), rtol=2e-3)
+    y = (x.astype(np.float32) ** 2 + 0.3 * rng.normal(size=200)).astype(np.float16)
+    np.testing.assert_allclose(float(hsic.hsic(x, y)), float(hsic.hsic(x.astype(np.float32), y.astype(np.float32))), rtol=5e-3)
+
+
 def test_constant_variable_gives_zero_not_nan(rng):
     x, c = rng.normal(size=20), np.full(20, 3.0)
     assert float(hsic.median_bandwidth(c)) == 1.0
