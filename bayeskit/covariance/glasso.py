@@ -77,7 +77,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array, batch_axis_in_front, float_arg
+from bayeskit.core.device import as_array, batch_axis_in_front, call_arg, float_arg
 from bayeskit.core.status import FitResult, readable_failure
 from bayeskit.core.validation import check_choice, is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
@@ -426,13 +426,20 @@ def path(S, alphas, *, penalize_diagonal: bool = False, solver: str = "auto", ma
          tol: float = 1e-4) -> FitResult:
     """Solutions of (1) along ``alphas`` (give them in decreasing order), each step
     warm-started from the previous solution; a :class:`FitResult` whose leaves have a
-    leading axis over ``alphas``."""
-    alphas = as_array(alphas)
+    leading axis over ``alphas``. One compiled program per shape and setting: new S or
+    alphas compile nothing."""
     check_choice("solver", solver, SOLVERS)
+    loop.check_tol(tol)
     if is_concrete(S, alphas):
         check_alpha(alphas)
         check_covariance(S, alphas)
-    S = as_array(S)
+    S = float_arg(S)
+    return _path(S, call_arg(alphas, S.dtype), loop.tolerance(tol, S.dtype), penalize_diagonal=penalize_diagonal, solver=solver,
+                 max_iter=max_iter)
+
+
+@partial(jax.jit, static_argnames=("penalize_diagonal", "solver", "max_iter"))
+def _path(S, alphas, tol, *, penalize_diagonal, solver, max_iter) -> FitResult:
     first = init(S, Hyperparams(alphas[0], penalize_diagonal, solver))
 
     def one(state, alpha):

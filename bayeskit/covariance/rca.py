@@ -61,7 +61,7 @@ from jax.scipy.linalg import cho_solve
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
-from bayeskit.core.device import as_array, call_arg, float_arg
+from bayeskit.core.device import call_arg, float_arg
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
 from bayeskit.core.validation import is_concrete, is_symmetric
@@ -287,14 +287,23 @@ def em_path(C, alphas, *, noise_variance, penalize_diagonal: bool = True, n_comp
             max_iter: int = 1000, tol: float = 1e-7, glasso_tol: float = 1e-6) -> FitResult:
     """EM/RCA along ``alphas``, each fit warm-started from the previous solution (give
     the penalties in decreasing order, from sparse to dense); leaves of the result have a
-    leading axis over ``alphas``."""
-    alphas = as_array(alphas)
+    leading axis over ``alphas``. One compiled program per shape and setting: new C, alphas
+    or noise variance compile nothing."""
+    loop.check_tol(tol)
     if is_concrete(C, alphas):
         check_covariance(C, "C", definite=False)
         glasso.check_alpha(alphas)
         check_noise_variance(noise_variance)
         check_components(n_components, np.shape(C)[0])
-    C = symmetrize(as_array(C))
+    C = float_arg(C)
+    dtype = C.dtype
+    return _em_path(C, call_arg(alphas, dtype), call_arg(noise_variance, dtype), loop.tolerance(tol, dtype),
+                    call_arg(glasso_tol, dtype), penalize_diagonal=penalize_diagonal, n_components=n_components, max_iter=max_iter)
+
+
+@functools.partial(jax.jit, static_argnames=("penalize_diagonal", "n_components", "max_iter"))
+def _em_path(C, alphas, noise_variance, tol, glasso_tol, *, penalize_diagonal, n_components, max_iter) -> FitResult:
+    C = symmetrize(C)
 
     def hparams(alpha):
         return EMHyperparams(alpha, noise_variance, penalize_diagonal, n_components)

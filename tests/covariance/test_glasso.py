@@ -8,6 +8,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from compilations import count_compilations
 
 from bayeskit.covariance import glasso, glasso_columns
 from bayeskit.estimators import GraphicalLasso
@@ -305,3 +306,12 @@ def test_an_integer_or_boolean_covariance_fits_as_its_float_copy():
                                    rtol=1e-6)
     unpenalised = np.linalg.inv(S)
     assert abs(float(got[0, 1]) - unpenalised[0, 1]) > 0.05  # the penalty acted
+
+
+def test_a_second_path_on_new_data_compiles_nothing():
+    """glasso.path is one compiled program per shape and setting: new S and penalties compile
+    nothing (a lax.scan staged at the top level had compiled again at every call)."""
+    glasso.path(_sparse_problem(seed=5), np.array([0.3, 0.1]))
+    with count_compilations() as seen:
+        jax.block_until_ready(glasso.path(_sparse_problem(seed=6), np.array([0.25, 0.05])))
+    assert seen["compiles"] == 0, seen

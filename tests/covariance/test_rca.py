@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.linalg
+from compilations import count_compilations
 
 from bayeskit.core.scaling import unit_scale
 from bayeskit.covariance import rca
@@ -253,6 +254,16 @@ def test_em_path_warm_starts_match_separate_fits():
     for k, a in enumerate(alphas):
         single = rca.em_fit(C, rca.EMHyperparams(a, 0.1), max_iter=300, tol=1e-10)
         assert float(path.state.bound[k]) == pytest.approx(float(single.state.bound), abs=1e-5)
+
+
+def test_a_second_em_path_on_new_data_compiles_nothing():
+    """rca.em_path is one compiled program per shape and setting: a new C, penalties and noise
+    variance compile nothing (a lax.scan staged at the top level had compiled at every call)."""
+    Y, _ = _low_rank_plus_sparse()
+    rca.em_path(_second_moment(Y), np.array([0.3, 0.1]), noise_variance=0.1, max_iter=20)
+    with count_compilations() as seen:
+        jax.block_until_ready(rca.em_path(_second_moment(Y[::-1] * 1.5), np.array([0.2, 0.05]), noise_variance=0.2, max_iter=20))
+    assert seen["compiles"] == 0, seen
 
 
 def test_emrca_precision_init_is_the_functional_fit_from_that_start():
