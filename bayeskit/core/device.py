@@ -52,13 +52,21 @@ def call_arg(x, dtype=None):
     return jnp.asarray(x, dtype) if copy is None else copy
 
 
+def real_dtype(dtype) -> np.dtype:
+    """The dtype of arithmetic on data of ``dtype``: itself when it is floating (bfloat16
+    too), the default float dtype for integers and booleans, whose dtype would truncate a
+    penalty of 0.5 or a tolerance of 1e-4 to 0."""
+    dtype = np.dtype(dtype)
+    return dtype if jnp.issubdtype(dtype, jnp.inexact) else np.dtype(jnp.result_type(float))
+
+
 def float_arg(x):
-    """:func:`call_arg` of data whose arithmetic is floating: integers and booleans (a
-    covariance of counts, a 0/1 matrix) in the default float dtype, floating data as they
-    are. The fits take their hyperparameters' dtype from it: an integer covariance made the
-    graphical lasso's penalty an integer, 0.5 became 0."""
-    raw = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype  # before canonicalising: int64 counts past 2**31 stay whole
-    return call_arg(x, None if jnp.issubdtype(raw, jnp.inexact) else jnp.result_type(float))
+    """:func:`call_arg` of data whose arithmetic is floating, in :func:`real_dtype` (a
+    covariance of counts, a 0/1 matrix: the default float dtype). The dtype is chosen from
+    the data's own before any canonicalising, so int64 counts past 2**31 under float32
+    defaults are converted whole, not through int32."""
+    raw = x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+    return call_arg(x, jax.dtypes.canonicalize_dtype(real_dtype(raw)))  # canonical: no float64 request under float32 defaults
 
 
 def _host_copy(x, dtype) -> np.ndarray | None:

@@ -21,6 +21,7 @@ import numpy as np
 from jaxtyping import Array, PyTree
 
 from bayeskit.core import progress as _progress
+from bayeskit.core.device import real_dtype
 from bayeskit.core.status import FitResult, Status, is_failure
 
 _RUNNING = -1
@@ -51,17 +52,11 @@ def as_arrays(tree: PyTree, dtype) -> PyTree:
     """Every leaf of ``tree`` (the continuous hyperparameters of an ``eqx.Module``, whose
     static fields are not leaves) as an array of ``dtype``, so that a jitted fit traces
     them as values: a new value compiles nothing. Host values become NumPy arrays (no
-    device dispatch per leaf); JAX arrays and tracers stay JAX arrays."""
+    device dispatch per leaf); JAX arrays and tracers stay JAX arrays. Integer or boolean
+    data's hyperparameters take the default float dtype (:func:`~bayeskit.core.device.real_dtype`)."""
     host = real_dtype(dtype)
     return jax.tree.map(lambda v: jnp.asarray(v, host) if isinstance(v, jax.Array) else np.asarray(v, host), tree)
 
-
-def real_dtype(dtype) -> np.dtype:
-    """``dtype`` for the hyperparameters and tolerances of data of ``dtype``: itself when it
-    is floating, the default float dtype for integer or boolean data (whose dtype would
-    truncate a penalty of 0.5 or a tolerance of 1e-4 to 0)."""
-    dtype = np.dtype(dtype)
-    return dtype if jnp.issubdtype(dtype, jnp.inexact) else np.dtype(jnp.result_type(float))  # jnp: bfloat16 is floating
 
 
 def check_tol(tol) -> None:
