@@ -9,8 +9,9 @@ Then
 
 The naive forms break down in the tail (``a`` large): ``phi/Phi`` is 0/0 in float32 for
 ``a >~ 13``, ``lambda - a`` cancels, and ``1 - lambda r`` cancels to the square of the
-truncation point. Here ``log Z`` and ``lambda`` come from ``erfc``/``erfcx`` (see
-:func:`lower_tail`, the cheap path the models use), and for the variance and entropy,
+truncation point. Here ``log Z`` and ``lambda`` come from ``erfc`` in log space and, from
+``a = 12`` on, the asymptotic series of the Mills ratio (see :func:`lower_tail`, the
+cheap path the models use), and for the variance and entropy,
 from ``a >= 4`` (``a >= 2`` in float32), ``r`` comes from the continued fraction
 
     r(a) = 1 / (a + 2 / (a + 3 / (a + 4 / (a + ...)))),
@@ -35,14 +36,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import erfc, erfcx, xlogy
+from jax.scipy.special import xlogy
 from jaxtyping import Array, ArrayLike, Float
 from scipy.special import gammaln
 
 # (switch point, continued-fraction depth) per precision: below the switch the direct
 # log-space form is used; above it the fraction, deep enough for full precision.
 _TAIL = {4: (2.0, 36), 8: (4.0, 40)}
-_FAR, _FAR_DEPTH = 12.0, 16  # from here the mean uses the fraction instead of erfcx
+_FAR = 12.0  # from here the mean uses an asymptotic series instead of erfcx
+_FAR_SERIES = tuple(float((-1) ** k * math.prod(range(1, 2 * k, 2))) for k in range(14))  # (-1)^k (2k-1)!!
 _SQRT_HALF = math.sqrt(0.5)
 _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -87,28 +89,39 @@ def _continued_fraction_tails(a: Array, depth: int) -> tuple[Array, Array, Array
     return r, c, d
 
 
+def _far_mills(a: Array) -> Array:
+    """``a Phi(-a) / phi(a)`` for ``a >= 12`` by its asymptotic series
+    ``sum_k (-1)^k (2k - 1)!! a^(-2k)`` (Abramowitz & Stegun 26.2.12), summed by Horner's
+    rule in ``1/a^2``: from ``a = 12`` on the first omitted term is below 2e-16."""
+    u = 1 / (a * a)
+    s = jnp.full_like(a, _FAR_SERIES[-1])
+    for c in _FAR_SERIES[-2::-1]:
+        s = c + u * s
+    return s
+
+
 def lower_tail(a: Array) -> tuple[Array, Array]:
     """``(log Phi(-a), lambda(a))``: the cheap path used inside the fitting loops.
 
-    For ``a < 0``: ``log Phi(-a) = log1p(-erfc(-a / sqrt 2) / 2)`` and
-    ``lambda = exp(log phi(a) - log Phi(-a))``. For ``0 <= a < 12``:
-    ``lambda = sqrt(2/pi) / erfcx(a / sqrt 2)``; from 12 on (``erfcx`` returns exactly 0
-    in a narrow band of large arguments) ``lambda = a + r(a)`` by the continued fraction.
-    For ``a >= 0``, ``log Phi(-a) = log phi(a) - log lambda(a)``. Each branch sees only
-    inputs from its own range, so values and gradients stay finite.
+    One ``erfc`` serves both sides of zero: with ``x = |a| / sqrt 2`` and
+    ``c = erfc(x)``, ``Phi(-a) = 1 - c/2`` for ``a < 0`` and ``c/2`` for ``0 <= a < 12``,
+    and ``lambda = exp(log phi(a) - log Phi(-a))`` (no quotient of tiny numbers, whose
+    derivative would underflow). From
+    ``a = 12`` on (where ``c`` nears the smallest normal float32)
+    ``lambda = a / (a Phi(-a) / phi(a))`` by the asymptotic series (:func:`_far_mills`)
+    and ``log Phi(-a) = log phi(a) - log lambda``. Each branch sees only inputs from its
+    own range, so values and gradients stay finite; the whole function is one elementwise
+    pass (no loop), which matters where it runs over every label of every sample.
     """
     neg = a < 0
     far = a >= _FAR
-    a_neg = jnp.where(neg, a, 0.0)
-    log_z_neg = jnp.log1p(-0.5 * erfc(-a_neg * _SQRT_HALF))
-    lam_neg = jnp.exp(log_normal_pdf(a_neg) - log_z_neg)
-    a_mid = jnp.where(neg | far, 0.0, a)
-    lam_mid = _SQRT_2_OVER_PI / erfcx(a_mid * _SQRT_HALF)
+    x = jnp.where(neg, -a, jnp.where(far, 0.0, a)) * _SQRT_HALF
+    half_c = 0.5 * jax.lax.erfc(x)
+    log_z_near = jnp.where(neg, jnp.log1p(-half_c), jnp.log(jnp.where(neg, 1.0, half_c)))  # log Phi(-a) below 12
     a_far = jnp.where(far, a, _FAR)
-    r_far, _, _ = _continued_fraction_tails(a_far, _FAR_DEPTH)
-    lam = jnp.where(neg, lam_neg, jnp.where(far, a_far + r_far, lam_mid))
-    a_pos = jnp.where(neg, 0.0, a)
-    log_z = jnp.where(neg, log_z_neg, log_normal_pdf(a_pos) - jnp.log(jnp.where(neg, 1.0, lam)))
+    lam_far = a_far / _far_mills(a_far)
+    lam = jnp.where(far, lam_far, jnp.exp(-x * x - _HALF_LOG_2PI - log_z_near))
+    log_z = jnp.where(far, log_normal_pdf(a_far) - jnp.log(lam_far), log_z_near)
     return log_z, lam
 
 
