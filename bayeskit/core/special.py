@@ -113,6 +113,8 @@ def lower_tail(a: Array) -> tuple[Array, Array]:
     own range, so values and gradients stay finite; the whole function is one elementwise
     pass (no loop), which matters where it runs over every label of every sample.
     """
+    if jnp.finfo(a.dtype).bits < 32:  # erfc and the series' coefficients need float32's range
+        return tuple(v.astype(a.dtype) for v in lower_tail(a.astype(jnp.float32)))
     neg = a < 0
     far = a >= _FAR
     x = jnp.where(neg, -a, jnp.where(far, 0.0, a)) * _SQRT_HALF

@@ -297,6 +297,25 @@ def test_dtype_preserved(dtype):
             assert one[group][q].dtype == dtype, (group, q)
 
 
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_lower_tail_half_precision(ref, dtype):
+    """``lower_tail`` on half-precision inputs (computed in float32, returned in the input's
+    dtype) matches scipy to the half type's precision over the whole table, the far upper
+    tail included, where erfc and the series' coefficients leave float16's range."""
+    keep = np.abs(ref["a"]) <= 40
+    a = jnp.asarray(ref["a"][keep], dtype)
+    log_z, lam = jax.jit(sp.lower_tail)(a)
+    assert log_z.dtype == lam.dtype == dtype
+    eps = float(jnp.finfo(dtype).eps)
+    a64 = np.asarray(a, np.float64)  # the abscissae as rounded to the half type
+    want_log_z = stats.norm.logsf(a64)
+    want_lam = np.exp(stats.norm.logpdf(a64) - want_log_z)
+    for got, want in ((log_z, want_log_z), (lam, want_lam)):
+        got = np.asarray(got, np.float64)
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=4 * eps, atol=float(jnp.finfo(dtype).tiny))
+
+
 def test_integer_input_gives_default_float(ref):
     m = jax.jit(sp.truncnorm_lower)(jnp.arange(3))
     assert m.mean.dtype == jnp.result_type(float)  # float64 here (conftest enables x64)
