@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     results = json.loads(Path(args.out).read_text()) if Path(args.out).is_file() else {}  # other benches' results stay
     results["date"] = time.strftime("%Y-%m-%d")
-    results["machine"] = {"platform": platform.platform(), "cpus": jax.local_device_count(), "jax": jax.__version__}
+    results["machine"] = {"platform": platform.platform(), "cpus": os.cpu_count(), "devices": jax.local_device_count(), "jax": jax.__version__}
     for name in args.only:
         results[name] = BENCHES[name](args)
         results.setdefault("dates", {})[name] = results["date"]

@@ -175,7 +175,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "hsic.json"))
     args = parser.parse_args(argv)
-    results = {"machine": platform.processor() or platform.machine(), "cpus": jax.local_device_count(),
+    results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "devices": jax.local_device_count(),
                "date": time.strftime("%Y-%m-%d"), "jax": jax.__version__, "float": "float64"}
     if "permutation" in args.only:
         results["permutation"] = part = permutation_part(args.repeats)

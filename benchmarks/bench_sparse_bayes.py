@@ -224,7 +224,7 @@ def main():
     ap.add_argument("--splits", type=int, default=100, help="random 70/30 diabetes splits")
     args = ap.parse_args()
     jax.config.update("jax_enable_x64", True)
-    out = {"machine": platform.platform(), "cpus": jax.local_device_count(), "jax": jax.__version__}
+    out = {"machine": platform.platform(), "cpus": os.cpu_count(), "devices": jax.local_device_count(), "jax": jax.__version__}
     if "batch" in args.only:
         out["batch"] = batch(args.sets)
     if "large" in args.only:
