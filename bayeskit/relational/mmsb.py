@@ -179,23 +179,26 @@ def _spectral_blocks(key: PRNGKeyArray, data: Data, k: int, n_lloyd: int = 25) -
     return jnp.argmin(jnp.sum((points[:, None] - centres[None]) ** 2, -1), axis=1)
 
 
-_INIT_SPREAD = 0.25  # the share of each starting membership spread evenly over the blocks
+_INIT_SPREAD = 0.25  # the share of each starting membership drawn at random over the blocks
 
 
 def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
-    """Starting memberships from the data: k-means (from random objects, so restarts
-    differ) on a spectral embedding of the objects' link profiles
-    (:func:`_spectral_blocks`), each object's membership its block with weight 0.75 and
-    the rest spread evenly; every cell's sender and receiver responsibilities are the
-    objects' memberships, then gamma and B follow from them. The paper leaves the start
+    """Starting memberships from the data: k-means (from random objects) on a spectral
+    embedding of the objects' link profiles (:func:`_spectral_blocks`), each object's
+    membership its block with weight 0.75 and a Dirichlet(1) draw with weight 0.25 (so that
+    restarts differ even where k-means agrees); every cell's sender and receiver
+    responsibilities are the objects' memberships, then gamma and B follow from them. The
+    paper leaves the start
     open; random memberships (Dirichlet draws) give a flat first B, from which the
     coordinate ascent settles at the uniform fixed point (every membership 1/K) even on
     plainly blocked data."""
     r, n, _ = data.Y.shape
     k = hparams.n_blocks
     dtype = data.Y.dtype
-    blocks = _spectral_blocks(key, data, k)
-    pi = (1 - _INIT_SPREAD) * jax.nn.one_hot(blocks, k, dtype=dtype) + _INIT_SPREAD / k
+    k_blocks, k_spread = jax.random.split(key)
+    blocks = _spectral_blocks(k_blocks, data, k)
+    spread = jax.random.dirichlet(k_spread, jnp.ones(k, dtype), (n,)).astype(dtype)
+    pi = (1 - _INIT_SPREAD) * jax.nn.one_hot(blocks, k, dtype=dtype) + _INIT_SPREAD * spread
     phi_s = jnp.broadcast_to(pi[None, :, None, :], (r, n, n, k))
     phi_r = jnp.broadcast_to(pi[None, None, :, :], (r, n, n, k))
     state = State(jnp.ones((n, k), dtype), phi_s, phi_r, jnp.full((r, k, k), 0.5, dtype), jnp.asarray(hparams.alpha, dtype))
