@@ -201,6 +201,13 @@ def test_equivariant_from_1e_minus_20_to_1e20_in_float32(name):
 BAD_KINDS = ("nan", "inf", "one_dimensional", "three_dimensional", "empty", "strings", "objects", "complex", "sparse")
 
 
+def _with_a_word(x: np.ndarray) -> np.ndarray:
+    """An object array with one entry that is not a number (an object array of numbers is
+    valid input: it is read as float64, as scikit-learn reads it)."""
+    x.flat[min(3, x.size - 1)] = "a"
+    return x
+
+
 def _spoil(x: np.ndarray, kind: str):
     x = np.asarray(x)
     if kind in ("nan", "inf"):
@@ -208,7 +215,7 @@ def _spoil(x: np.ndarray, kind: str):
         x.flat[3] = np.nan if kind == "nan" else -np.inf
         return x
     return {"one_dimensional": lambda: x.ravel(), "three_dimensional": lambda: x[None], "empty": lambda: x[:0],
-            "strings": lambda: x.astype(str), "objects": lambda: x.astype(object), "complex": lambda: x + 1j,
+            "strings": lambda: x.astype(str), "objects": lambda: _with_a_word(x.astype(object)), "complex": lambda: x + 1j,
             "sparse": lambda: sparse.csr_matrix(x)}[kind]()
 
 

@@ -67,6 +67,17 @@ def power_of_two(s):
     return xp.ldexp(xp.ones_like(s), xp.round(xp.log2(s)).astype(np.int32))
 
 
+def squared_scale(s: float, what: str) -> float:
+    """``s^2``, the scale of the covariance of data at scale ``s``, refused (``ValueError``
+    naming ``what``) where float64 cannot hold it: data at 1e-200 have a covariance at
+    1e-400, which is 0 in float64, and data at 1e160 one at 1e320, which is inf."""
+    v = float(s) * float(s)
+    if not 0 < v < np.inf:
+        raise ValueError(f"{what} of data at scale {s:.3g} would be at {s:.3g}^2, beyond the range of float64; multiply or "
+                         f"divide the data by a constant nearer their scale (the estimates scale with it).")
+    return v
+
+
 def out_of_range(result, s: float, dtype, what: str) -> None:
     """Refuse a result that the data's scale ``s`` has put beyond ``dtype``'s range (a
     covariance of data at 1e300 is 1e600): a ``ValueError`` that says so and what to do."""

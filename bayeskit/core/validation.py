@@ -24,6 +24,18 @@ def is_sparse(X) -> bool:
     return type(X).__module__.startswith("scipy.sparse")
 
 
+def _object_as_float(X, a: np.ndarray, name: str) -> np.ndarray:
+    """An object array of numbers (pandas' nullable dtypes, mixed columns) as float64, as
+    scikit-learn converts it; pandas' missing values become NaN (refused by the caller with
+    their places). Anything else is refused by name."""
+    try:
+        if hasattr(X, "to_numpy"):
+            return X.to_numpy(dtype=np.float64, na_value=np.nan)
+        return a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real numeric array; got dtype object holding values that are not real numbers.") from None
+
+
 def check_real(X, name: str = "X", *, two_d: bool = True, min_rows: int = 1) -> np.ndarray:
     """``X`` as a NumPy array after the checks every data argument gets, each message naming
     ``name``: dense (a scipy sparse matrix is a ``TypeError``, as in scikit-learn), real
@@ -32,6 +44,8 @@ def check_real(X, name: str = "X", *, two_d: bool = True, min_rows: int = 1) -> 
     if is_sparse(X):
         raise TypeError(f"{name} is a scipy sparse matrix, but a dense array is required; use {name}.toarray().")
     a = np.asarray(X)
+    if a.dtype.kind == "O":
+        a = _object_as_float(X, a, name)
     if a.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be a real numeric array; got dtype {a.dtype}.")
     if two_d and a.ndim != 2:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import threading
 import warnings
 from functools import partial
@@ -80,17 +81,21 @@ def _new_lock() -> None:
 os.register_at_fork(after_in_child=_new_lock)  # a thread of the parent may have held it
 
 
-def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X", y_name: str = "y", **kwargs):
+def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X", y_name: str = "y", min_rows: int = 1,
+             **kwargs):
     """scikit-learn's ``validate_data(estimator, X[, y], **kwargs)`` after checks whose
     messages name the argument as the caller's signature does (``x_name``, ``y_name``;
     scikit-learn's say "Expected 2D array", "Found array with 0 sample(s)" or "Input X" for
-    any first argument): X must be a dense, finite 2-D array of real numbers with rows, y
-    (unless ``numeric_y`` is False, for class labels, which may be sparse) a dense finite
-    array of real numbers, with as many rows as X."""
-    check_real(X, x_name)
+    any first argument): X must be a dense, finite 2-D array of real numbers with at least
+    ``min_rows`` rows, y (unless ``numeric_y`` is False, for class labels, which may be
+    sparse) a dense finite array of real numbers, with as many rows as X. A DataFrame keeps
+    its column names for scikit-learn's checks (``feature_names_in_``)."""
+    check_real(X, x_name, min_rows=min_rows)
     kwargs.setdefault("ensure_all_finite", False)  # checked above, with the argument's name
     if y is _NO_Y:
         return validate_data(estimator, X, **kwargs)
+    if y is None:
+        raise ValueError(f"{type(estimator).__name__} requires {y_name} to be passed, but the target {y_name} is None.")
     if numeric_y:
         check_real(y, y_name, two_d=False)
     elif not is_sparse(y) and np.iscomplexobj(np.asarray(y)):
@@ -107,7 +112,8 @@ def _key(random_state, n: int | None = None) -> jax.Array | tuple[jax.Array, ...
     come from one compiled program (not the three or four that seeding, splitting and
     unpacking run one by one), with the same keys, of JAX's default PRNG implementation
     (``jax_default_prng_impl``) at the time of the call. A seed of 2**32 or more is made
-    eagerly, as ``jax.random.key`` makes it."""
+    eagerly, as ``jax.random.key`` makes it under x64 whether x64 is on or not (its bits
+    beyond 64 folded in), so that no two seeds share a key."""
     integer = isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool)
     if not (random_state is None or isinstance(random_state, np.random.RandomState) or (integer and random_state >= 0)):
         raise ValueError(f"random_state must be None, a non-negative int or a numpy RandomState, got {random_state!r}.")
@@ -116,8 +122,11 @@ def _key(random_state, n: int | None = None) -> jax.Array | tuple[jax.Array, ...
     if isinstance(random_state, np.random.RandomState):
         random_state = int(random_state.randint(np.iinfo(np.int32).max))
     seed = int(random_state)
-    if seed >= 2**32:  # a 64-bit seed: as jax.random.key takes it
-        key = jax.random.key(seed)
+    if seed >= 2**32:  # JAX's own 64-bit seeding, which needs x64 (without it the seed would lose its high bits)
+        with jax.enable_x64(True):
+            key = jax.random.key(np.uint64(seed % 2**64))
+        for shift in range(64, seed.bit_length(), 32):  # bits beyond 64, 32 at a time
+            key = jax.random.fold_in(key, np.uint32((seed >> shift) & 0xFFFFFFFF))
         return key if n is None else tuple(jax.random.split(key, n))
     return _derive_keys(np.uint32(seed), n, jax.config.jax_default_prng_impl)
 
@@ -126,6 +135,20 @@ def _key(random_state, n: int | None = None) -> jax.Array | tuple[jax.Array, ...
 def _derive_keys(seed, n: int | None, impl: str):
     key = jax.random.key(seed, impl=impl)
     return key if n is None else tuple(jax.random.split(key, n))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the bayeskit folder
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first caller outside bayeskit (the user's line,
+    or the library that called the estimator), however many frames of the package (the
+    lock of :class:`OneCallAtATime`, ``score`` calling ``predict``) lie between; so that
+    ``filterwarnings(module=...)`` and the printed location name the caller."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 _FAILURES = frozenset(Status[item] for item in (Status.nonfinite, Status.not_positive_definite))
@@ -142,7 +165,7 @@ def finish(result, name: str, *, detail: str = "", warn_max_iter: bool = True):
     if message in _FAILURES:
         raise RuntimeError(f"{name} failed: {message}{detail}")
     if warn_max_iter and message == Status[Status.max_iter_reached]:
-        warnings.warn(f"{name}: {message}{detail}", ConvergenceWarning, stacklevel=3)
+        warn(f"{name}: {message}{detail}", ConvergenceWarning)
     return result
 
 
@@ -176,6 +199,6 @@ def warn_unmixed(diagnostics: dict, name: str) -> None:
     bad = [f"{q} (R-hat {show(d['r_hat'])}, ESS {show(d['ess'])})" for q, d in diagnostics.items()
            if d["r_hat"] > R_HAT_MAX or d["ess"] < ESS_MIN]
     if bad:
-        warnings.warn(f"{name}: the chains have not mixed: {', '.join(bad)}; want R-hat <= {R_HAT_MAX} and ESS >= {ESS_MIN}. "
-                      "Run more sweeps (num_warmup, num_samples) or more chains, and check the traces in samples_.",
-                      ConvergenceWarning, stacklevel=3)
+        warn(f"{name}: the chains have not mixed: {', '.join(bad)}; want R-hat <= {R_HAT_MAX} and ESS >= {ESS_MIN}. "
+             "Run more sweeps (num_warmup, num_samples) or more chains, and check the traces in samples_.",
+             ConvergenceWarning)

@@ -4,18 +4,16 @@ residual component analysis and EM/RCA of :mod:`bayeskit.covariance.rca`, sparse
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
-from bayeskit.core.scaling import check_representable, out_of_range, unit_scale
+from bayeskit.core.scaling import check_representable, out_of_range, squared_scale, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import OneCallAtATime, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, finish, validate, warn
 
 
 class GraphicalLasso(OneCallAtATime, BaseEstimator):
@@ -60,7 +58,7 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
         if constant.size:
             raise ValueError(f"column(s) {constant[:5].tolist()} of X are constant: a variance of 0 leaves the precision "
                              f"undefined; drop them.")
-        return self._fit(S_unit, s * s, self.location_)
+        return self._fit(S_unit, squared_scale(s, "the covariance"), self.location_)
 
     def fit_covariance(self, S):
         """Fit on a given covariance matrix S (p, p)."""
@@ -281,7 +279,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         X_unit, s = unit_scale(X)
         _, C = _second_moment(self, X_unit, False)
         self.location_ = np.asarray(self.location_, np.float64) * s
-        v = s * s
+        v = squared_scale(s, "the covariance")
         validation.check_positive(tol=self.tol)
         validation.check_int_in("max_iter", self.max_iter, 1)
         glasso.check_alpha(self.alpha)
@@ -306,9 +304,10 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         shift = C.shape[0] * np.log(s)  # (4) of X = s X_unit: log|K| gains p log s^2
         self.bound_ = np.asarray(result.trace, np.float64)[: self.n_iter_] - shift
         self.max_decrease_ = float(state.max_decrease)
-        if self.max_decrease_ > 1e-8 * (1 + abs(float(state.bound))):
-            warnings.warn(f"the EM/RCA bound fell by {self.max_decrease_:.3g} between two iterations (the "
-                          "graphical-lasso M-step is solved to a tolerance).", RuntimeWarning, stacklevel=2)
+        rounding = 16 * C.shape[0] * float(np.finfo(state.bound.dtype).eps)  # of (4)'s p x p log determinants in the fit's dtype
+        if self.max_decrease_ > (1e-8 + rounding) * (1 + abs(float(state.bound))):
+            warn(f"the EM/RCA bound fell by {self.max_decrease_:.3g} between two iterations (the "
+                 "graphical-lasso M-step is solved to a tolerance).", RuntimeWarning)
         W = np.asarray(state.W, np.float64)
         self.components_ = W[:, np.linalg.norm(W, axis=0) > 0] * s
         self.precision_ = np.asarray(state.sparse.precision, np.float64) / v
@@ -390,9 +389,8 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         self.threshold = threshold
 
     def fit(self, X, y=None):
-        X = self._check(X)
+        X = self._check(X, reset=True)
         n, p = X.shape
-        self.n_features_in_ = p
         validation.check_int_in("n_components", self.n_components, 1, p)
         validation.check_int_in("max_features", self.max_features, 1)
         validation.check_int_in("max_iter", self.max_iter, 1)
@@ -416,19 +414,24 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         self.scale_ = s
         return self
 
-    def _check(self, X):
-        if hasattr(X, "tocsr"):
-            if not np.all(np.isfinite(X.data)):
-                raise ValueError("X contains non-finite values.")
-            if X.shape[0] < 2:
-                raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 required.")
-            return X
-        return validation.check_matrix(X, min_rows=2)
+    def _check(self, X, *, reset: bool):
+        """Dense X through :func:`validate` (a DataFrame's column names are kept and checked
+        as scikit-learn does); a scipy.sparse X checked here, without names."""
+        if not hasattr(X, "tocsr"):
+            return validate(self, X, reset=reset, min_rows=2, dtype=[np.float64, np.float32])
+        if not np.all(np.isfinite(X.data)):
+            raise ValueError("X contains non-finite values.")
+        if X.shape[0] < 2:
+            raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 required.")
+        if reset:
+            self.n_features_in_ = X.shape[1]
+            self.__dict__.pop("feature_names_in_", None)
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but SparsePCA is expecting {self.n_features_in_} features as input.")
+        return X
 
     def transform(self, X):
         """Scores (X - mean_) components_' (dense)."""
         check_is_fitted(self, "components_")
-        X = self._check(X)
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but SparsePCA is expecting {self.n_features_in_} features as input.")
+        X = self._check(X, reset=False)
         return np.asarray(X @ self.components_.T) - self.mean_ @ self.components_.T

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
@@ -15,7 +13,7 @@ from bayeskit.core.device import as_array
 from bayeskit.core.scaling import check_products_in_range
 from bayeskit.core.status import Status
 from bayeskit.core.status import message as status_message
-from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
+from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate, warn
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
 
@@ -38,7 +36,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         is multilabel in {0, 1}, with -1 for an unobserved entry.
         """
         X, Y = validate(self, X, Y, y_name="Y", dtype=[np.float64, np.float32], multi_output=True, y_numeric=False, numeric_y=False)
-        _check_scale(X, X.dtype, warn=True)
+        _check_scale(X, X.dtype, warn_scale=True)
         Y = Y.toarray() if validation.is_sparse(Y) else np.asarray(Y)  # e.g. from MultiLabelBinarizer(sparse_output=True)
         if Y.ndim == 1:
             kind = type_of_target(Y)
@@ -60,7 +58,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
     def _check_X(self, X):
         check_is_fitted(self, "state_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
-        _check_scale(X, self.dtype_, warn=False)
+        _check_scale(X, self.dtype_, warn_scale=False)
         return X.astype(self.dtype_, copy=False)
 
     def _finish_fit(self, Y, result, n_restarts):
@@ -94,15 +92,15 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         return 1.0 - float(hamming_loss(y, pred))
 
 
-def _check_scale(X, dtype, *, warn: bool) -> None:
+def _check_scale(X, dtype, *, warn_scale: bool) -> None:
     """The Gamma priors on the weights' precisions set a scale near 1, so X is not rescaled
     inside: data beyond float32's range for X'X are refused, and data far from unit scale
     (beyond 2^+-20, where the priors outweigh the data) are fitted with a warning."""
     fix = "standardise X (e.g. scikit-learn's StandardScaler): the priors on the weights set a scale near 1"
     s = check_products_in_range("X", X, dtype, fix)
-    if warn and not 2.0**-20 <= s <= 2.0**20:
-        warnings.warn(f"X is at scale {s:.3g}; the priors on the weights set a scale near 1 and outweigh data this far "
-                      f"from it: {fix}.", RuntimeWarning, stacklevel=3)
+    if warn_scale and not 2.0**-20 <= s <= 2.0**20:
+        warn(f"X is at scale {s:.3g}; the priors on the weights set a scale near 1 and outweigh data this far "
+             f"from it: {fix}.", RuntimeWarning)
 
 
 class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):

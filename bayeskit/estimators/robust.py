@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -13,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from bayeskit.core import validation
 from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
-from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate, warn
 from bayeskit.robust import mcd, robpca
 
 
@@ -60,8 +58,7 @@ class MinCovDet(OneCallAtATime, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validation.check_matrix(X, min_rows=2)
-        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("support_fraction", self.support_fraction)
         validation.check_int_in("n_starts", self.n_starts, 1)
         validation.check_choice("conventions", self.conventions, mcd.CONVENTIONS)
@@ -85,9 +82,8 @@ class MinCovDet(OneCallAtATime, BaseEstimator):
         self.hyperplane_, self.n_on_hyperplane_ = np.asarray(r.hyperplane), int(r.n_on_hyperplane)
         self.h_ = h
         if self.exact_fit_:
-            warnings.warn(f"exact fit: {self.n_on_hyperplane_} of {n} points (at least h = {h}) lie on the hyperplane "
-                          f"a'(x - location_) = 0 with a = hyperplane_; the covariance is singular.", UserWarning,
-                          stacklevel=2)
+            warn(f"exact fit: {self.n_on_hyperplane_} of {n} points (at least h = {h}) lie on the hyperplane "
+                 f"a'(x - location_) = 0 with a = hyperplane_; the covariance is singular.", UserWarning)
         self.dist_ = np.asarray(r.distances)  # NaN in an exact fit
         return self
 
@@ -164,8 +160,7 @@ class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validation.check_matrix(X, min_rows=2)
-        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_samples=2)
         _check_fraction("alpha", self.alpha)
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         n_directions = (robpca.default_directions(X.shape[0]) if self.n_directions is None
@@ -182,8 +177,8 @@ class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         k = r.eigenvalues.shape[-1]
         first = k + int(result.n_iter)
         if k < first:
-            warnings.warn(f"exact fit: at least h = {int(r.h)} points lie on a subspace of fewer than {first} robust "
-                          f"components; refitted with n_components = {k}.", UserWarning, stacklevel=2)
+            warn(f"exact fit: at least h = {int(r.h)} points lie on a subspace of fewer than {first} robust "
+                 f"components; refitted with n_components = {k}.", UserWarning)
         self.n_components_, self.h_, self.rank_ = k, int(r.h), int(r.rank)
         # in X's dtype, so that transform keeps it; the eigenvalues (scale^2) stay float64
         self.components_, self.center_ = r.components.astype(X.dtype), r.center.astype(X.dtype)

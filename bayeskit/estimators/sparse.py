@@ -4,15 +4,13 @@ marginal-likelihood engine of :mod:`bayeskit.sparse.sparse_bayes`, and the Bayes
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.scaling import check_representable, unit_scale
-from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate, warn
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 
@@ -111,7 +109,7 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         result = sparse_bayes.fit(Phi, y_unit[:, 0], hp, max_iter=self.max_iter, throw=False, check=False)
         finish(result, type(self).__name__, detail=f" (max_iter={self.max_iter})")
         if bool(result.state.saturated):
-            warnings.warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning, stacklevel=2)
+            warn(f"all {hp.max_basis} basis slots are in use and more would enter; raise max_basis.", RuntimeWarning)
         data = sparse_bayes.as_data(Phi, y_unit[:, 0], gram=False)
         self.hyperparams_, self.result_, self.state_, self._scale = hp, result, result.state, data.scale
         w = np.asarray(sparse_bayes.weights(result.state, data.scale), np.float64) * self.y_scale_
@@ -123,9 +121,9 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         with np.errstate(over="ignore"):
             self.coef_ = w / self.x_scale_ if self.kernel == "linear" else w  # a linear weight is per unit of X
         if not np.all(np.isfinite(self.coef_)):
-            warnings.warn(f"coef_ of y at scale {self.y_scale_:.3g} on X at scale {self.x_scale_:.3g} lies beyond "
-                          f"float64's range (inf where so); predict works in the fit's own units and is unaffected.",
-                          RuntimeWarning, stacklevel=2)
+            warn(f"coef_ of y at scale {self.y_scale_:.3g} on X at scale {self.x_scale_:.3g} lies beyond "
+                 f"float64's range (inf where so); predict works in the fit's own units and is unaffected.",
+                 RuntimeWarning)
         self.relevance_indices_ = np.flatnonzero(on)
         if self.kernel != "linear":
             self.relevance_vectors_ = X[self.relevance_indices_]

@@ -1,0 +1,98 @@
+"""What users pass and see at the estimators' boundary: DataFrame column names kept and
+checked, pandas' nullable and object columns of numbers read as numbers, a missing target
+named, seeds of any size distinct, warnings attributed to the caller's line, and data whose
+covariance float64 cannot hold refused by name."""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from bayeskit import estimators as E
+from bayeskit.estimators._common import _key
+
+
+@pytest.fixture(scope="module")
+def frame():
+    X = np.random.default_rng(0).standard_normal((40, 3))
+    X[:, 1] += 0.5 * X[:, 0]
+    return pd.DataFrame(X, columns=["a", "b", "c"])
+
+
+@pytest.mark.parametrize("make, use", [
+    (lambda: E.MinCovDet(n_starts=5, random_state=0), "mahalanobis"),
+    (lambda: E.ROBPCA(n_components=2, n_starts=5, n_directions=20, random_state=0), "transform"),
+    (lambda: E.SparsePCA(cardinality=2), "transform"),
+])
+def test_column_names_are_kept_and_checked(frame, make, use):
+    """Fitted on a DataFrame, the estimator records its columns, and data whose columns come
+    in another order are refused (they were read by position, silently giving other
+    numbers); the same columns in the same order give the array's result."""
+    est = make().fit(frame)
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_allclose(getattr(est, use)(frame), getattr(make().fit(frame.to_numpy()), use)(frame.to_numpy()))
+    with pytest.raises(ValueError, match="feature names"):
+        getattr(est, use)(frame[["c", "b", "a"]])
+
+
+def test_nullable_and_object_numbers_are_numbers(frame):
+    """pandas' nullable Float64 columns and an object array of numbers fit as the float64
+    data they hold; a missing value (pd.NA) is refused with its place."""
+    want = E.GraphicalLasso(alpha=0.1).fit(frame.to_numpy()).precision_
+    np.testing.assert_allclose(E.GraphicalLasso(alpha=0.1).fit(frame.astype("Float64")).precision_, want)
+    np.testing.assert_allclose(E.GraphicalLasso(alpha=0.1).fit(frame.to_numpy().astype(object)).precision_, want)
+    missing = frame.astype("Float64")
+    missing.iloc[3, 1] = pd.NA
+    with pytest.raises(ValueError, match=r"non-finite value\(s\) at index \(3, 1\)"):
+        E.GraphicalLasso(alpha=0.1).fit(missing)
+    with pytest.raises(ValueError, match="not real numbers"):
+        E.GraphicalLasso(alpha=0.1).fit(np.array([["x", 1.0], [2.0, 3.0], [1.0, 0.0]], dtype=object))
+
+
+def test_a_missing_target_is_named(frame):
+    with pytest.raises(ValueError, match="RVMRegressor requires y to be passed, but the target y is None"):
+        E.RVMRegressor().fit(frame, None)
+
+
+def test_seeds_of_any_size_give_distinct_keys():
+    """Seeds from 2**32 up keep all their bits (jax.random.key keeps only the lowest 32
+    without x64, so 2**32 gave the key of 0, and refuses 2**64 with it); the same seed gives
+    the same key."""
+    seeds = [0, 1, 2**32, 2**32 + 1, 2**40, 2**64 + 3]
+    with jax.enable_x64(False):
+        data = [tuple(np.asarray(jax.random.key_data(_key(s))).tolist()) for s in seeds]
+        assert data[2] == tuple(np.asarray(jax.random.key_data(_key(2**32))).tolist())
+    assert len(set(data)) == len(seeds)
+
+
+def test_warnings_point_at_the_callers_line(frame):
+    """A warning raised inside a fit names this file (the caller), not the library's lock
+    or helper frames, so filterwarnings(module=...) and the printed location work."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        E.GraphicalLasso(alpha=0.01, max_iter=1).fit(frame)
+    mine = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert mine and all(w.filename == __file__ for w in mine), [(w.filename, w.lineno) for w in caught]
+
+
+def test_emrca_in_float32_does_not_warn_of_rounding():
+    """The EM/RCA bound's monotonicity is checked to the fit's precision: a float32 fit
+    whose bound moved by float32 rounding (9.5e-7 at a bound near 8) is not a decrease."""
+    X = np.random.default_rng(3).standard_normal((100, 6))
+    with warnings.catch_warnings(), jax.enable_x64(False):
+        warnings.simplefilter("error", RuntimeWarning)
+        E.EMRCA().fit(X)
+
+
+@pytest.mark.parametrize("factor", [1e-200, 1e160])
+@pytest.mark.parametrize("make", [lambda: E.GraphicalLasso(alpha=0.1), lambda: E.EMRCA()])
+def test_covariances_beyond_float64_are_refused(frame, make, factor):
+    """Data at 1e-200 (covariance 1e-400, 0 in float64) raised ZeroDivisionError; at 1e160
+    (covariance 1e320, inf) the fit returned a zero precision silently."""
+    with pytest.raises(ValueError, match="beyond the range of float64"):
+        make().fit(frame.to_numpy() * factor)
