@@ -64,10 +64,20 @@ def test_matrix_zero_rows_and_cols():
         check_matrix(np.zeros((4, 2)), min_cols=3)
 
 
-@pytest.mark.parametrize("X", [np.array([["a", "b"]]), np.array([[1, None]], dtype=object)], ids=["str", "object"])
+@pytest.mark.parametrize("X", [np.array([["a", "b"]]), np.array([[1, "a"]], dtype=object)], ids=["str", "object"])
 def test_matrix_non_numeric(X):
     with pytest.raises(ValueError, match="must be a real numeric array"):
         check_matrix(X)
+
+
+def test_matrix_object_numbers_are_floats():
+    """An object array of numbers is read as float64 (as scikit-learn reads it); None in it
+    is a missing value, refused with its place."""
+    got = check_matrix(np.array([[1, 2.5], [True, 4]], dtype=object))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, [[1.0, 2.5], [1.0, 4.0]])
+    with pytest.raises(ValueError, match=r"non-finite value\(s\) at index \(0, 1\)"):
+        check_matrix(np.array([[1, None]], dtype=object))
 
 
 def test_matrix_complex_is_refused():
