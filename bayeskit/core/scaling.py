@@ -69,10 +69,11 @@ def power_of_two(s):
 
 def squared_scale(s: float, what: str) -> float:
     """``s^2``, the scale of the covariance of data at scale ``s``, refused (``ValueError``
-    naming ``what``) where float64 cannot hold it: data at 1e-200 have a covariance at
-    1e-400, which is 0 in float64, and data at 1e160 one at 1e320, which is inf."""
+    naming ``what``) where float64 cannot hold it as a normal number: data at 1e-200 have a
+    covariance at 1e-400, which is 0 in float64, data at 1e-157 one at 1e-314, subnormal
+    (the precision, 1 / v, is inf), and data at 1e160 one at 1e320, which is inf."""
     v = float(s) * float(s)
-    if not 0 < v < np.inf:
+    if not np.finfo(np.float64).tiny <= v < np.inf:  # a subnormal v would make the precision (1 / v) inf
         raise ValueError(f"{what} of data at scale {s:.3g} would be at {s:.3g}^2, beyond the range of float64; multiply or "
                          f"divide the data by a constant nearer their scale (the estimates scale with it).")
     return v

@@ -43,10 +43,9 @@ from scipy.special import gammaln
 # (switch point, continued-fraction depth) per precision: below the switch the direct
 # log-space form is used; above it the fraction, deep enough for full precision.
 _TAIL = {4: (2.0, 36), 8: (4.0, 40)}
-_FAR = 12.0  # from here the mean uses an asymptotic series instead of erfcx
+_FAR = 12.0  # from here lambda comes from the Mills ratio's asymptotic series instead of erfc
 _FAR_SERIES = tuple(float((-1) ** k * math.prod(range(1, 2 * k, 2))) for k in range(14))  # (-1)^k (2k-1)!!
 _SQRT_HALF = math.sqrt(0.5)
-_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -100,7 +99,7 @@ def _far_mills(a: Array) -> Array:
     return s
 
 
-def lower_tail(a: Array) -> tuple[Array, Array]:
+def lower_tail(a: ArrayLike) -> tuple[Array, Array]:
     """``(log Phi(-a), lambda(a))``: the cheap path used inside the fitting loops.
 
     One ``erfc`` serves both sides of zero: with ``x = |a| / sqrt 2`` and
@@ -113,6 +112,9 @@ def lower_tail(a: Array) -> tuple[Array, Array]:
     own range, so values and gradients stay finite; the whole function is one elementwise
     pass (no loop), which matters where it runs over every label of every sample.
     """
+    a = jnp.asarray(a)
+    if not jnp.issubdtype(a.dtype, jnp.floating):
+        a = a.astype(jnp.result_type(float))
     if jnp.finfo(a.dtype).bits < 32:  # erfc and the series' coefficients need float32's range
         return tuple(v.astype(a.dtype) for v in lower_tail(a.astype(jnp.float32)))
     neg = a < 0

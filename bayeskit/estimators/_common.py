@@ -10,9 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 import threading
-import warnings
 from functools import partial
 
 import jax
@@ -21,6 +19,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import validate_data
 
+from bayeskit.core.notices import warn
 from bayeskit.core.status import Status, is_failure
 from bayeskit.core.status import message as status_message
 from bayeskit.core.validation import check_real, is_sparse
@@ -135,20 +134,6 @@ def _key(random_state, n: int | None = None) -> jax.Array | tuple[jax.Array, ...
 def _derive_keys(seed, n: int | None, impl: str):
     key = jax.random.key(seed, impl=impl)
     return key if n is None else tuple(jax.random.split(key, n))
-
-
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the bayeskit folder
-
-
-def warn(message: str, category: type[Warning]) -> None:
-    """``warnings.warn`` attributed to the first caller outside bayeskit (the user's line,
-    or the library that called the estimator), however many frames of the package (the
-    lock of :class:`OneCallAtATime`, ``score`` calling ``predict``) lie between; so that
-    ``filterwarnings(module=...)`` and the printed location name the caller."""
-    frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
 
 
 _FAILURES = frozenset(Status[item] for item in (Status.nonfinite, Status.not_positive_definite))

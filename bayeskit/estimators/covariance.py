@@ -7,13 +7,14 @@ from __future__ import annotations
 import jax
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
+from bayeskit.core.notices import warn
 from bayeskit.core.scaling import check_representable, out_of_range, squared_scale, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import OneCallAtATime, finish, validate, warn
+from bayeskit.estimators._common import OneCallAtATime, finish, validate
 
 
 class GraphicalLasso(OneCallAtATime, BaseEstimator):
@@ -415,20 +416,13 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         return self
 
     def _check(self, X, *, reset: bool):
-        """Dense X through :func:`validate` (a DataFrame's column names are kept and checked
-        as scikit-learn does); a scipy.sparse X checked here, without names."""
+        """X through scikit-learn's checks, which keep and compare a DataFrame's column names
+        and the number of features: a dense X by :func:`validate` (named messages), a
+        scipy.sparse X (CSR or CSC) by ``validate_data`` directly."""
         if not hasattr(X, "tocsr"):
             return validate(self, X, reset=reset, min_rows=2, dtype=[np.float64, np.float32])
-        if not np.all(np.isfinite(X.data)):
-            raise ValueError("X contains non-finite values.")
-        if X.shape[0] < 2:
-            raise ValueError(f"X has {X.shape[0]} sample(s); at least 2 required.")
-        if reset:
-            self.n_features_in_ = X.shape[1]
-            self.__dict__.pop("feature_names_in_", None)
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but SparsePCA is expecting {self.n_features_in_} features as input.")
-        return X
+        return validate_data(self, X, reset=reset, accept_sparse=["csr", "csc"], ensure_min_samples=2,
+                             dtype=[np.float64, np.float32])
 
     def transform(self, X):
         """Scores (X - mean_) components_' (dense)."""

@@ -10,10 +10,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.device import as_array
+from bayeskit.core.notices import warn
 from bayeskit.core.scaling import check_products_in_range
 from bayeskit.core.status import Status
 from bayeskit.core.status import message as status_message
-from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate, warn
+from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
 from bayeskit.multilabel.metrics import hamming_loss
 

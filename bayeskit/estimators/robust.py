@@ -9,9 +9,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
+from bayeskit.core.notices import warn
 from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
-from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate, warn
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.robust import mcd, robpca
 
 

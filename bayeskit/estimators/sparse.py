@@ -9,8 +9,9 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
+from bayeskit.core.notices import warn
 from bayeskit.core.scaling import check_representable, unit_scale
-from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate, warn
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
 

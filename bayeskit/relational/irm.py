@@ -42,6 +42,7 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from bayeskit.core import mcmc, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.core.notices import warn
 from bayeskit.core.sampling import categorical_from_uniform
 from bayeskit.relational.data import Data, as_data, by_relation, check_relations, per_relation
 
@@ -315,7 +316,6 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     ``separate_relations`` each relation has its own partition (one vectorised call) and
     the draws are (relation, chain, draw, ...). ``progress`` shows a bar over the sweeps
     (off under the ``CI`` environment variable)."""
-    import warnings
 
     hparams = hparams or Hyperparams()
     validation.check_int_in("c_max", hparams.c_max, 1)
@@ -333,7 +333,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if separate_relations:
         samples = by_relation(samples, Y.shape[0])
     if int(np.max(np.asarray(samples["n_clusters"]))) >= hparams.c_max:
-        warnings.warn(f"a chain used all c_max = {hparams.c_max} clusters; raise c_max.", RuntimeWarning, stacklevel=2)
+        warn(f"a chain used all c_max = {hparams.c_max} clusters; raise c_max.", RuntimeWarning)
     return samples
 
 

@@ -245,8 +245,8 @@ def test_grad_log_z_is_minus_inverse_mills(ref, dtype):
 
 def test_grad_mean_float64(ref):
     # d lambda/da = lambda (lambda - a), from the mpmath lambda.
-    # Where lambda >= 1e-30: further left, 1/erfcx(.)^2 in the chain rule underflows and
-    # the derivative (then below ~1e-153) comes out as 0.
+    # Where lambda >= 1e-30: further left lambda = exp(log phi - log Phi) is subnormal and
+    # its derivative (then below ~1e-153) loses its digits.
     keep = ref["lower"]["mean"] >= 1e-30
     a, lam = ref["a"][keep], ref["lower"]["mean"][keep]
     g = _lower_eval(np.float64)["grad"]["mean"][keep]
@@ -314,6 +314,16 @@ def test_lower_tail_half_precision(ref, dtype):
         got = np.asarray(got, np.float64)
         assert np.all(np.isfinite(got))
         np.testing.assert_allclose(got, want, rtol=4 * eps, atol=float(jnp.finfo(dtype).tiny))
+
+
+def test_lower_tail_takes_python_numbers_and_integers():
+    """A Python float and an integer array are read as JAX's default float, as
+    ``log_ndtr`` and ``truncnorm_lower`` read them."""
+    want = sp.lower_tail(jnp.asarray([0.0, 1.0, 2.0]))
+    for got in (sp.lower_tail(jnp.arange(3)), tuple(jnp.stack(v) for v in zip(*(sp.lower_tail(x) for x in (0.0, 1.0, 2))))):
+        for g, w in zip(got, want):
+            assert g.dtype == jnp.result_type(float)
+            np.testing.assert_array_equal(g, w)
 
 
 def test_integer_input_gives_default_float(ref):

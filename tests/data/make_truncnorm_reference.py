@@ -36,7 +36,7 @@ mp.mp.dps = 60
 DIGITS = 20
 OUT = pathlib.Path(__file__).with_name("truncnorm_reference.json")
 
-# Branch switches of bayeskit.core.special (float32 tail, float64 tail, erfcx -> fraction).
+# Branch switches of bayeskit.core.special (float32 tail, float64 tail, erfc -> the asymptotic series).
 SWITCHES = (2.0, 4.0, 12.0)
 
 

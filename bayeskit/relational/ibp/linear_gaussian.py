@@ -51,6 +51,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core import mcmc, sampling, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.core.notices import warn
 from bayeskit.relational.ibp import prior
 
 
@@ -307,15 +308,14 @@ def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *
     draw has a noticeable one). ``progress`` shows a bar over the sweeps (off under the
     ``CI`` environment variable).
     """
-    import warnings
 
     hparams = hparams or Hyperparams()
     X = _check(X, hparams)
     samples = run_chains(CollapsedGibbs(hparams), key, X, num_warmup=num_warmup, num_samples=num_samples,
                          num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
     if float(jnp.max(samples["lost_births"])) > 1e-3:
-        warnings.warn(f"k_max = {hparams.k_max} was too small: some rows had no free column for a likely new "
-                      "feature (see 'lost_births'); raise k_max.", RuntimeWarning, stacklevel=2)
+        warn(f"k_max = {hparams.k_max} was too small: some rows had no free column for a likely new "
+             "feature (see 'lost_births'); raise k_max.", RuntimeWarning)
     return samples
 
 

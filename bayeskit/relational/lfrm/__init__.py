@@ -6,12 +6,11 @@ probabilities over them; ``diagnostics`` gives R-hat and ESS of the log joint an
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from bayeskit.core import mcmc, validation
 from bayeskit.core.mcmc import diagnostics, run_chains
+from bayeskit.core.notices import warn
 from bayeskit.relational import irm
 from bayeskit.relational.data import as_data, by_relation, check_covariates, check_relations, per_relation
 from bayeskit.relational.lfrm import gibbs, model
@@ -131,8 +130,8 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
     if separate_relations:
         samples = by_relation(samples, Y.shape[0])
     if bool(np.any(np.asarray(samples["saturated"]))):
-        warnings.warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
-                      "there; raise k_max.", RuntimeWarning, stacklevel=2)
+        warn(f"some draws use all k_max = {hparams.k_max} feature columns, so no feature could be born "
+             "there; raise k_max.", RuntimeWarning)
     frozen = frozen_feature_counts(samples["n_features"])
     if frozen and hparams.births == "prior":
         frozen += (" Under births='prior' (the paper's move, a new feature's weights drawn from their prior) a birth is "
@@ -140,7 +139,7 @@ def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, n
                    "weights from the object's own cells and targets the same posterior (the acceptance ratio corrects "
                    "for the proposal).")
     if frozen:
-        warnings.warn(frozen, RuntimeWarning, stacklevel=2)
+        warn(frozen, RuntimeWarning)
     return samples
 
 
