@@ -152,17 +152,22 @@ def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
     return loglik + log_p_z + entropy_z + log_p_pi + entropy_pi + log_p_B
 
 
-def _spectral_blocks(key: PRNGKeyArray, data: Data, k: int, n_lloyd: int = 25) -> Array:
+def _spectral_blocks(key: PRNGKeyArray, data: Data, k: int, symmetric: bool, n_lloyd: int = 25) -> Array:
     """Hard blocks (N,) by k-means (Lloyd's iterations from k random objects) on the
     objects' leading k left singular vectors of their link profiles, scaled by the
     singular values. An object's profile is its row of every relation (the cells it sends)
     and its column (the cells it receives), centred at the relation's observed density;
-    unobserved cells are 0."""
+    unobserved cells are 0. An undirected relation (observed for i < j only) is mirrored
+    first, and its rows alone are the profiles."""
     m = data.mask.astype(data.Y.dtype)
     density = jnp.sum(m * data.Y, axis=(1, 2)) / jnp.maximum(jnp.sum(m, axis=(1, 2)), 1)
-    yc = m * (data.Y - density[:, None, None])  # (R, N, N); an undirected relation holds i < j only
+    yc = m * (data.Y - density[:, None, None])  # (R, N, N)
     n = yc.shape[1]
-    profiles = jnp.concatenate([jnp.transpose(yc, (1, 0, 2)).reshape(n, -1), jnp.transpose(yc, (2, 0, 1)).reshape(n, -1)], axis=1)
+    rows = lambda y: jnp.transpose(y, (1, 0, 2)).reshape(n, -1)  # noqa: E731
+    if symmetric:
+        profiles = rows(yc + jnp.swapaxes(yc, 1, 2))
+    else:
+        profiles = jnp.concatenate([rows(yc), rows(jnp.swapaxes(yc, 1, 2))], axis=1)
     values, vectors = jnp.linalg.eigh(profiles @ profiles.T)
     kk = min(k, values.shape[0])
     points = vectors[:, ::-1][:, :kk] * jnp.sqrt(jnp.maximum(values[::-1][:kk], 0))
@@ -196,7 +201,7 @@ def init(key: PRNGKeyArray, data: Data, hparams: Hyperparams) -> State:
     k = hparams.n_blocks
     dtype = data.Y.dtype
     k_blocks, k_spread = jax.random.split(key)
-    blocks = _spectral_blocks(k_blocks, data, k)
+    blocks = _spectral_blocks(k_blocks, data, k, hparams.symmetric)
     spread = jax.random.dirichlet(k_spread, jnp.ones(k, dtype), (n,)).astype(dtype)
     pi = (1 - _INIT_SPREAD) * jax.nn.one_hot(blocks, k, dtype=dtype) + _INIT_SPREAD * spread
     phi_s = jnp.broadcast_to(pi[None, :, None, :], (r, n, n, k))

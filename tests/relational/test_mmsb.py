@@ -114,6 +114,23 @@ def test_assortative_blocks_are_found_at_the_defaults():
     assert roc_auc_score(Y[test], prob[test]) > roc_auc_score(Y[test], P[test]) - 0.05
 
 
+def test_the_start_reads_an_undirected_relation_whole():
+    """An undirected relation is observed for i < j only; the start's embedding mirrors it,
+    so it is the embedding of the same network given as a directed relation with every
+    cell observed: the same blocks from the same key (reading each object's observed row
+    and column as they stand missed the neighbours between two objects)."""
+    rng = np.random.default_rng(0)
+    n = 60
+    truth = np.repeat(np.arange(3), 20)
+    upper = np.triu(rng.random((n, n)) < np.where(truth[:, None] == truth[None], 0.3, 0.1), 1)
+    Y = (upper | upper.T).astype(np.int8)[None]
+    undirected = as_data(Y, np.triu(np.ones((n, n), bool), 1)[None], True)
+    directed = as_data(Y, ~np.eye(n, dtype=bool)[None], False)
+    for seed in range(3):
+        key = jax.random.key(seed)
+        np.testing.assert_array_equal(mmsb._spectral_blocks(key, undirected, 3, True), mmsb._spectral_blocks(key, directed, 3, False))
+
+
 def test_restarts_keep_the_highest_bound():
     Y, mask = _problem(False, seed=5, n=10)
     best = MMSBLinkPredictor(n_blocks=3, n_init=3, max_iter=50, random_state=0).fit(Y, mask)
