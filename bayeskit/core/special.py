@@ -105,12 +105,13 @@ def lower_tail(a: ArrayLike) -> tuple[Array, Array]:
     One ``erfc`` serves both sides of zero: with ``x = |a| / sqrt 2`` and
     ``c = erfc(x)``, ``Phi(-a) = 1 - c/2`` for ``a < 0`` and ``c/2`` for ``0 <= a < 12``,
     and ``lambda = exp(log phi(a) - log Phi(-a))`` (no quotient of tiny numbers, whose
-    derivative would underflow). From
-    ``a = 12`` on (where ``c`` nears the smallest normal float32)
-    ``lambda = a / (a Phi(-a) / phi(a))`` by the asymptotic series (:func:`_far_mills`)
-    and ``log Phi(-a) = log phi(a) - log lambda``. Each branch sees only inputs from its
-    own range, so values and gradients stay finite; the whole function is one elementwise
-    pass (no loop), which matters where it runs over every label of every sample.
+    derivative would underflow). From ``a = 12`` on (where ``c`` nears the smallest normal
+    float32) ``lambda = a / (a Phi(-a) / phi(a))`` by the asymptotic series
+    (:func:`_far_mills`) and ``log Phi(-a) = log phi(a) - log lambda``. Each branch sees
+    only inputs from its own range, so values and gradients stay finite; the whole function
+    is one elementwise pass (no loop), which matters where it runs over every label of
+    every sample. Integers are read as the default float; half precision is computed in
+    float32.
     """
     a = jnp.asarray(a)
     if not jnp.issubdtype(a.dtype, jnp.floating):
