@@ -91,6 +91,7 @@ def validate(estimator, X, y=_NO_Y, *, numeric_y: bool = True, x_name: str = "X"
     its column names for scikit-learn's checks (``feature_names_in_``)."""
     check_real(X, x_name, min_rows=min_rows)
     kwargs.setdefault("ensure_all_finite", False)  # checked above, with the argument's name
+    kwargs.setdefault("ensure_min_samples", min_rows)  # likewise
     if y is _NO_Y:
         return validate_data(estimator, X, **kwargs)
     if y is None:

@@ -51,7 +51,7 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
 
     def fit(self, X, y=None):
         """Fit on the empirical covariance of X (n_samples, n_features)."""
-        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_features=2)
         X_unit, s = unit_scale(X)  # a power of two: S of data at 1e20 (1e40) would overflow float32
         _, S_unit = _second_moment(self, X_unit, False)
         self.location_ = self.location_ * s
@@ -164,7 +164,7 @@ class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
 
     def fit(self, Y, Sigma):
         """Fit on data Y (n_samples, n_features) and explained covariance Sigma."""
-        Y = validate(self, Y, x_name="Y", dtype=[np.float64, np.float32], ensure_min_samples=2)
+        Y = validate(self, Y, x_name="Y", min_rows=2, dtype=[np.float64, np.float32])
         Y_unit, s = unit_scale(Y)
         Z, C = _second_moment(self, Y_unit, bool(self.dual))
         self.location_ = self.location_ * s
@@ -276,7 +276,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
 
     def fit(self, X, y=None):
         """Fit on data X (n_samples, n_features); rows are the draws."""
-        X = validate(self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, ensure_min_features=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_features=2)
         X_unit, s = unit_scale(X)
         _, C = _second_moment(self, X_unit, False)
         self.location_ = np.asarray(self.location_, np.float64) * s

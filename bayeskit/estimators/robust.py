@@ -59,7 +59,7 @@ class MinCovDet(OneCallAtATime, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32])
         _check_fraction("support_fraction", self.support_fraction)
         validation.check_int_in("n_starts", self.n_starts, 1)
         validation.check_choice("conventions", self.conventions, mcd.CONVENTIONS)
@@ -161,7 +161,7 @@ class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X, y=None):
-        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32], ensure_min_samples=2)
+        X = validate(self, X, min_rows=2, dtype=[np.float64, np.float32])
         _check_fraction("alpha", self.alpha)
         k_max = validation.check_int_in("k_max", self.k_max, 1)
         n_directions = (robpca.default_directions(X.shape[0]) if self.n_directions is None

@@ -157,31 +157,28 @@ def _spectral_blocks(key: PRNGKeyArray, data: Data, k: int, symmetric: bool, n_l
     objects' leading k left singular vectors of their link profiles, scaled by the
     singular values. An object's profile is its row of every relation (the cells it sends)
     and its column (the cells it receives), centred at the relation's observed density;
-    unobserved cells are 0. An undirected relation (observed for i < j only) is mirrored
-    first, and its rows alone are the profiles."""
+    unobserved cells are 0. An undirected relation is observed for i < j only: its row and
+    column are added, giving the row of the mirrored relation."""
     m = data.mask.astype(data.Y.dtype)
     density = jnp.sum(m * data.Y, axis=(1, 2)) / jnp.maximum(jnp.sum(m, axis=(1, 2)), 1)
     yc = m * (data.Y - density[:, None, None])  # (R, N, N)
     n = yc.shape[1]
-    rows = lambda y: jnp.transpose(y, (1, 0, 2)).reshape(n, -1)  # noqa: E731
-    if symmetric:
-        profiles = rows(yc + jnp.swapaxes(yc, 1, 2))
-    else:
-        profiles = jnp.concatenate([rows(yc), rows(jnp.swapaxes(yc, 1, 2))], axis=1)
+    sent = jnp.transpose(yc, (1, 0, 2)).reshape(n, -1)  # object p's row of every relation
+    received = jnp.transpose(yc, (2, 0, 1)).reshape(n, -1)  # and its column
+    profiles = sent + received if symmetric else jnp.concatenate([sent, received], axis=1)
     values, vectors = jnp.linalg.eigh(profiles @ profiles.T)
     kk = min(k, values.shape[0])
     points = vectors[:, ::-1][:, :kk] * jnp.sqrt(jnp.maximum(values[::-1][:kk], 0))
     centres = points[jax.random.choice(key, n, (k,), replace=k > n)]
+    nearest = lambda centres: jnp.argmin(jnp.sum((points[:, None] - centres[None]) ** 2, -1), axis=1)  # noqa: E731
 
     def lloyd(_, centres):
-        labels = jnp.argmin(jnp.sum((points[:, None] - centres[None]) ** 2, -1), axis=1)
-        onehot = jax.nn.one_hot(labels, k, dtype=points.dtype)
+        onehot = jax.nn.one_hot(nearest(centres), k, dtype=points.dtype)
         count = onehot.sum(0)
         mean = (onehot.T @ points) / jnp.maximum(count, 1)[:, None]
         return jnp.where(count[:, None] > 0, mean, centres)
 
-    centres = jax.lax.fori_loop(0, n_lloyd, lloyd, centres)
-    return jnp.argmin(jnp.sum((points[:, None] - centres[None]) ** 2, -1), axis=1)
+    return nearest(jax.lax.fori_loop(0, n_lloyd, lloyd, centres))
 
 
 _INIT_SPREAD = 0.25  # the share of each starting membership drawn at random over the blocks
