@@ -349,7 +349,7 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
     n_components : int
     cardinality : int, optional
         Target number of non-zero loadings per component; the penalty is searched by
-        bisection. Give this or ``alpha``.
+        bisection. Give this or ``alpha``; with neither, ``min(5, p)``, the paper's target.
     alpha : float, optional
         The penalty lambda, fixed for every component.
     max_features : int
@@ -396,14 +396,17 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         validation.check_int_in("max_features", self.max_features, 1)
         validation.check_int_in("max_iter", self.max_iter, 1)
         validation.check_positive(beta=self.beta)
-        if self.cardinality is not None:
-            validation.check_int_in("cardinality", self.cardinality, 1, p)
+        cardinality = self.cardinality
+        if cardinality is not None:
+            validation.check_int_in("cardinality", cardinality, 1, p)
         elif self.alpha is not None:
             glasso.check_alpha(self.alpha)
+        else:
+            cardinality = min(5, p)
         s = sparse_pca.data_scale(X)
         alpha = None if self.alpha is None else float(self.alpha) / s / s
         with jax.enable_x64(True):
-            result = sparse_pca.fit_components(X / s, self.n_components, cardinality=self.cardinality, alpha=alpha,
+            result = sparse_pca.fit_components(X / s, self.n_components, cardinality=cardinality, alpha=alpha,
                                                max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
                                                threshold=self.threshold)
         r = finish(result, "SparsePCA").state

@@ -99,3 +99,24 @@ def test_covariances_beyond_float64_are_refused(frame, make, factor):
     the data's scale is refused for its own reason.)"""
     with pytest.raises(ValueError, match="beyond the range of float64"):
         make().fit(frame.to_numpy() * factor)
+
+
+def test_sparse_pca_fits_with_its_defaults():
+    """With neither a cardinality nor a penalty, SparsePCA aims at the paper's five
+    non-zero loadings (all of them when there are fewer features): a spike on five of
+    twelve features is found, as with ``cardinality=5``."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((200, 12))
+    X[:, 2:7] += 2 * rng.standard_normal((200, 1))
+    est = E.SparsePCA().fit(X)
+    np.testing.assert_array_equal(np.flatnonzero(est.components_[0]), np.arange(2, 7))
+    np.testing.assert_allclose(est.components_, E.SparsePCA(cardinality=5).fit(X).components_)
+    assert np.count_nonzero(E.SparsePCA().fit(X[:, :3]).components_) == 3
+
+
+def test_bayesian_lasso_refuses_a_constant_target(frame):
+    """A constant y leaves the noise variance without scale (the posterior under the
+    prior 1/sigma^2 is improper): refused by name before sampling, not reported as a
+    numerical failure."""
+    with pytest.raises(ValueError, match="y is constant"):
+        E.BayesianLassoRegressor(num_samples=10, num_warmup=10).fit(frame, np.full(len(frame), 3.0))
