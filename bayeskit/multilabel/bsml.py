@@ -364,15 +364,13 @@ def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
     return elbo
 
 
-def check_inputs(X, Y, hparams: Hyperparams):
-    """Refuse bad data or hyperparameters on the host, before anything compiles; return
-    the checked X and Y (labels in {0, 1}, -1 for missing)."""
+def check_hparams(hparams: Hyperparams) -> None:
+    """Refuse bad hyperparameters on the host, before anything compiles. Values traced by an
+    enclosing transform (``vmap`` over ``sigma_z``, say) are the caller's to check."""
     validation.check_int_in("n_components", hparams.n_components, 1)
     validation.check_choice("prior", hparams.prior, PRIORS)
-    X = validation.check_matrix(X, "X")
-    Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=True)
-    if not hparams.semisupervised and np.any(Y < 0):
-        raise ValueError("Y has missing labels (-1); they need the semi-supervised model (semisupervised=True).")
+    if not validation.is_concrete(hparams):
+        return
     positives = {
         name: getattr(hparams, name)
         for name in ("alpha_phi", "beta_phi", "alpha_lambda", "beta_lambda", "alpha_psi", "beta_psi", "sigma_z", "gamma_pos", "gamma_neg")
@@ -380,8 +378,17 @@ def check_inputs(X, Y, hparams: Hyperparams):
     validation.check_positive(**positives)
     if hparams.margin is not None and (not np.all(np.isfinite(hparams.margin)) or np.any(np.asarray(hparams.margin) < 0)):
         raise ValueError(f"margin must be a non-negative finite number, got {hparams.margin!r}.")
-    return X, Y
 
+
+def check_inputs(X, Y, hparams: Hyperparams):
+    """Refuse bad data or hyperparameters on the host, before anything compiles; return
+    the checked X and Y (labels in {0, 1}, -1 for missing)."""
+    check_hparams(hparams)
+    X = validation.check_matrix(X, "X")
+    Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=True)
+    if not hparams.semisupervised and np.any(Y < 0):
+        raise ValueError("Y has missing labels (-1); they need the semi-supervised model (semisupervised=True).")
+    return X, Y
 
 
 @readable_failure
@@ -443,6 +450,8 @@ def fit(
     """
     _loop.check_tol(tol)
     _loop.check_throw(throw)
+    max_iter = validation.check_int_in("max_iter", max_iter, 1)
+    check_hparams(hparams)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
     X = as_array(X)
@@ -483,5 +492,5 @@ def result_like(hparams: Hyperparams, shapes: dict) -> FitResult:
 
 
 __all__ = ["PRIORS", "PREDICTIVES", "Hyperparams", "Data", "State", "prepare", "init", "update_phi", "update_q", "update_z",
-           "update_classifier", "update", "objective", "check_inputs", "fit", "result_like", "transform", "predict_scores",
+           "update_classifier", "update", "objective", "check_hparams", "check_inputs", "fit", "result_like", "transform", "predict_scores",
            "predict_proba", "component_relevance", "active_components"]

@@ -339,10 +339,12 @@ def fit(
     """
     _loop.check_tol(tol)
     _loop.check_throw(throw)
+    max_iter = validation.check_int_in("max_iter", max_iter, 1)
     hparams = Hyperparams() if hparams is None else hparams
-    if not any(isinstance(v, jax.core.Tracer) for v in (X, Y)):
+    if validation.is_concrete(X, Y):
         X = validation.check_matrix(X, "X")
         Y = validation.check_labels(Y, X.shape[0], "Y")
+    if validation.is_concrete(hparams):  # traced by an enclosing vmap over a prior: the caller's to check
         validation.check_positive(
             alpha_lambda=hparams.alpha_lambda, beta_lambda=hparams.beta_lambda, alpha_psi=hparams.alpha_psi, beta_psi=hparams.beta_psi
         )

@@ -37,6 +37,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from bayeskit.core import executables
 from bayeskit.core import loop as _loop
 from bayeskit.core.status import FitResult, readable_failure
+from bayeskit.core.validation import is_concrete
 from bayeskit.relational.data import Data, as_data, check_relations
 
 
@@ -217,6 +218,8 @@ def predict_proba(state: State) -> Float[Array, "r n n"]:
 def check_hparams(hparams: Hyperparams):
     if hparams.n_blocks < 1:
         raise ValueError(f"n_blocks must be at least 1; got {hparams.n_blocks}.")
+    if not is_concrete(hparams):  # traced by an enclosing vmap over a value: the caller's to check
+        return
     if not float(hparams.alpha) > 0:
         raise ValueError(f"alpha must be positive; got {hparams.alpha}.")
     if not all(float(v) >= 1 for v in hparams.block_prior):
@@ -245,8 +248,8 @@ def _checked(Y, mask, hparams: Hyperparams | None, tol):
     checks run unless Y or the mask is traced (the caller validated already)."""
     _loop.check_tol(tol)
     hparams = hparams or Hyperparams()
-    if not any(isinstance(v, jax.core.Tracer) for v in (Y, mask)):
-        check_hparams(hparams)
+    check_hparams(hparams)
+    if is_concrete(Y, mask):
         Y, mask = check_relations(Y, mask, hparams.symmetric)
     else:  # the layout check_relations gives: (R, N, N), every off-diagonal cell by default
         Y = jnp.asarray(Y)

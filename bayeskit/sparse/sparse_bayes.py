@@ -396,6 +396,8 @@ def check_hparams(hparams: Hyperparams):
         raise ValueError(f"max_basis must be at least 1; got {hparams.max_basis}.")
     if isinstance(hparams.moves, bool) or not isinstance(hparams.moves, (int, np.integer)) or hparams.moves < 1:
         raise ValueError(f"moves must be an int >= 1; got {hparams.moves!r}.")
+    if not validation.is_concrete(hparams):  # traced by an enclosing vmap over a value: the caller's to check
+        return
     positive = dict(noise_init=hparams.noise_init, max_precision=hparams.max_precision, align_tol=hparams.align_tol)
     non_negative = dict(lam=hparams.lam, min_delta_log_gamma=hparams.min_delta_log_gamma, gain_tol=hparams.gain_tol,
                         min_delta_log_beta=hparams.min_delta_log_beta)
@@ -435,10 +437,10 @@ def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, prog
     """
     hparams = hparams or Hyperparams()
     _loop.check_throw(throw)
-    if not any(isinstance(v, jax.core.Tracer) for v in (Phi, y)):
-        check_hparams(hparams)
-        if check:
-            check_problem(Phi, y)
+    max_iter = validation.check_int_in("max_iter", max_iter, 1)
+    check_hparams(hparams)
+    if check and validation.is_concrete(Phi, y):
+        check_problem(Phi, y)
     data = as_data(Phi, y)
     return _fit(data, _loop.as_arrays(hparams, data.y.dtype), max_iter=max_iter, progress=progress, throw=throw)
 

@@ -295,8 +295,8 @@ def objective(state: State, priors: Priors, hparams: Hyperparams) -> Array:
     return sum(elbo_terms(state, priors, hparams).values())
 
 
-def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
-    """Refuse hyperparameters outside their domains, naming the offending one."""
+def _check_settings(hparams: Hyperparams) -> None:
+    """The static settings: sizes, counts and choices."""
     validation.check_int_in("n_experts", hparams.n_experts, 1)
     validation.check_choice("lp_sense", hparams.lp_sense, LP_SENSES)
     validation.check_choice("s_schedule", hparams.s_schedule, SCHEDULES)
@@ -308,6 +308,14 @@ def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
     validation.check_int_in("fallback_rows", hparams.fallback_rows, 0)
     if hparams.gate_chunk is not None:
         validation.check_int_in("gate_chunk", hparams.gate_chunk, 1)
+
+
+def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
+    """Refuse hyperparameters outside their domains, naming the offending one. Values
+    traced by an enclosing transform (``vmap`` over ``kappa0``, say) are the caller's to check."""
+    _check_settings(hparams)
+    if not validation.is_concrete(hparams):
+        return
     validation.check_positive(kappa0=hparams.kappa0, eps=hparams.eps, floor=hparams.floor)
     if not 0 < float(hparams.damping) <= 1:
         raise ValueError(f"damping must lie in (0, 1], got {hparams.damping!r}.")
