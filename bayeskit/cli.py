@@ -11,20 +11,33 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _whole_number(least: int):
+    """An argparse type: a whole number >= ``least``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
+def _folder(text: str) -> str:
+    """An argparse type: a folder, or a path where one can be made (not an existing file)."""
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder")
+    return text
 
 
 def _benchmarks_dir(given: str | None) -> Path | None:
@@ -43,18 +56,19 @@ def _bench_models(folder: Path | None) -> list[str]:
     return []
 
 
-def _parser(bench_models: list[str]) -> argparse.ArgumentParser:
+def _parser(bench_models: list[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The command's parser and its subcommands' (whose errors print their own usage)."""
     parser = argparse.ArgumentParser(prog="bayeskit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run the papers' experiments and print ours beside the paper's numbers")
     rep.add_argument("--quick", action="store_true", help="small settings, about a minute per experiment")
     rep.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments (see `bayeskit list`)")
-    rep.add_argument("--out", default="reproduce_out", help="folder for the JSON, Markdown and PNG outputs")
-    rep.add_argument("--seed", type=int, default=0)
-    rep.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    rep.add_argument("--out", type=_folder, default="reproduce_out", help="folder for the JSON, Markdown and PNG outputs")
+    rep.add_argument("--seed", type=_whole_number(0), default=0)
+    rep.add_argument("--jobs", type=_whole_number(1), default=None, metavar="N",
                      help="experiments run side by side in N worker processes (default: 2 with --quick where two "
                           "cores are free, else 1)")
-    sub.add_parser("list", help="list the experiments")
+    listing = sub.add_parser("list", help="list the experiments")
     bench = sub.add_parser("bench", help="run every model's speed benchmark against its peers and write "
                                          "benchmarks/results/REPORT.md (from a checkout)")
     which = bench.add_mutually_exclusive_group(required=True)
@@ -68,7 +82,7 @@ def _parser(bench_models: list[str]) -> argparse.ArgumentParser:
     bench.add_argument("--bsml-peer", metavar="PATH", help="a checkout of the BSML author's Matlab code "
                        "(mehmetgonen/bssml), run under Octave beside ours; skipped when absent")
     bench.add_argument("--benchmarks", default=None, metavar="PATH", help="the checkout's benchmarks/ folder (default: found from here)")
-    return parser
+    return parser, {"reproduce": rep, "list": listing, "bench": bench}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,22 +92,28 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     given = argv[argv.index("--benchmarks") + 1] if "--benchmarks" in argv[:-1] else None
     folder = _benchmarks_dir(given)
-    parser = _parser(_bench_models(folder))
+    parser, commands = _parser(_bench_models(folder))
     args = parser.parse_args(argv)
+    command = commands[args.command]
     if args.command == "bench":
-        return _bench(parser, args, folder)
+        return _bench(command, args, folder)
 
     from bayeskit.experiments import EXPERIMENTS, summary
 
     if args.command == "list":
-        for name in EXPERIMENTS:
-            print(name)
-            print(textwrap.fill(summary(name), width=100, initial_indent="    ", subsequent_indent="    "))
+        try:
+            for name in EXPERIMENTS:
+                print(name)
+                print(textwrap.fill(summary(name), width=100, initial_indent="    ", subsequent_indent="    "))
+            sys.stdout.flush()
+        except BrokenPipeError:  # `bayeskit list | head`: the reader left; say nothing more at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
         return 0
     names = args.only or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
     if unknown:
-        parser.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
+        command.error(f"unknown experiment(s) {unknown}; choose from {list(EXPERIMENTS)}")
     from bayeskit.experiments.runner import default_jobs, longest_first, run_parallel, run_serial
 
     jobs = default_jobs(args.quick, len(names), args.jobs)

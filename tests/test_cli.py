@@ -61,6 +61,29 @@ def test_unknown_names_are_answered_with_the_valid_choices(capsys):
     assert "nosuchmodel" in err and "glasso" in err and "report.py" not in err
 
 
+def test_argument_errors_name_the_subcommand_and_the_argument(capsys, tmp_path):
+    """A file given as the output folder and a negative seed are refused when parsed (each
+    experiment raised its own traceback), and errors found after parsing print the
+    subcommand's usage, not the top-level one."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for argv, words in ((["reproduce", "--out", str(afile)], "is a file, not a folder"),
+                        (["reproduce", "--seed", "-1"], "--seed: must be at least 0"),
+                        (["reproduce", "--only", "nosuchthing"], "unknown experiment")):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and "usage: bayeskit reproduce" in err and words in err, err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`bayeskit list | head`: the closed pipe ends the listing quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "bayeskit.cli", "list"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1 and err == "", err
+
+
 def test_help_is_plain_text_and_lists_the_benchmark_models(capsys):
     for argv in (["--help"], ["bench", "--help"]):
         with pytest.raises(SystemExit):

@@ -238,6 +238,11 @@ def test_vmap_over_a_hyperparameter_equals_separate_fits(name):
         for a, b in zip(jax.tree.leaves(_plain(fit(float(v), data))), jax.tree.leaves(_plain(batched)), strict=True):
             np.testing.assert_allclose(np.asarray(b)[i], np.asarray(a), rtol=1e-9, atol=1e-9, equal_nan=True)
     assert not np.allclose(np.asarray(batched.objective)[0], np.asarray(batched.objective)[1])
+    spoiled = X.copy()
+    spoiled[0, 0] = np.nan
+    if not name.startswith("mmsb"):  # its data are the relation, checked the same way
+        with pytest.raises(ValueError, match="non-finite|NaN|finite"):
+            jax.vmap(lambda v: fit(v, (spoiled, Y, data[2])))(values)
 
 
 def test_max_iter_may_be_a_numpy_integer():

@@ -155,3 +155,12 @@ def test_import_bayeskit_stays_light():
             "if m in sys.modules]; "
             "assert not heavy, heavy; assert callable(bayeskit.save) and 'bayeskit.persistence' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_float64_file_in_a_float32_session_names_the_setting(tmp_path):
+    """A file of 64-bit JAX arrays is sound; a session with x64 off cannot hold them: the
+    message says which setting to change, not that the file is bad."""
+    path = bayeskit.save(tmp_path / "x64.bkz", jax.numpy.arange(3.0))
+    with jax.enable_x64(False), pytest.raises(ValueError, match="jax_enable_x64") as e:
+        bayeskit.load(path)
+    assert "bad bayeskit file" not in str(e.value)

@@ -225,10 +225,10 @@ LINKS = {"LFRMLinkPredictor", "IRMLinkPredictor", "MMSBLinkPredictor"}
 
 def _valid(name: str, kind: str, position: int) -> bool:
     """The spoilings that are valid input: a stack of relations (1, N, N), a regressor's
-    target as a vector, a sparse label matrix, a sparse X for SparsePCA."""
+    target as a vector, a sparse label matrix, a sparse X for SparsePCA and the classifiers."""
     return ((name in LINKS and position == 0 and kind == "three_dimensional")
             or (name.endswith("Regressor") and position == 1 and kind == "one_dimensional")
-            or (name.endswith("Classifier") and position == 1 and kind == "sparse")
+            or (name.endswith("Classifier") and kind == "sparse")
             or (name == "SparsePCA" and kind == "sparse"))
 
 

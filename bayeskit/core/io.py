@@ -329,7 +329,9 @@ class _Decoder:
         if host.dtype.kind not in "biufc":
             raise self.bad(where, f"a JAX array cannot have dtype {host.dtype}")
         if jax.dtypes.canonicalize_dtype(host.dtype) != host.dtype:
-            raise self.bad(where, f"holds a {host.dtype} JAX array; enable jax_enable_x64 before loading it")
+            raise ValueError(f"{self.source}: saved with 64-bit JAX arrays ({where} is {host.dtype}), which this "
+                             f"session's JAX does not hold: enable them (jax.config.update('jax_enable_x64', True)) "
+                             f"before loading.")
         x = jnp.asarray(host)
         return _weak(x) if weak else x
 

@@ -68,6 +68,7 @@ def cholesky(A: Float[Array, "... n n"]) -> Cholesky:
 
     Examples
     --------
+    >>> import jax.numpy as jnp
     >>> c = cholesky(jnp.array([[4.0, 2.0], [2.0, 1.0]]))  # singular: needs jitter
     >>> bool(c.ok), bool(c.jitter > 0)
     (True, True)

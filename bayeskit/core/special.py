@@ -145,6 +145,7 @@ def truncnorm_lower(a: ArrayLike) -> TruncNormMoments:
 
     Examples
     --------
+    >>> import jax.numpy as jnp
     >>> m = truncnorm_lower(jnp.array([0.0, 30.0]))
     >>> [round(float(v), 4) for v in m.mean]
     [0.7979, 30.0333]

@@ -38,6 +38,7 @@ def load_rca_simulation() -> dict[str, np.ndarray]:
 
     Examples
     --------
+    >>> import numpy as np
     >>> d = load_rca_simulation()
     >>> d["Y"].shape, int((np.triu(d["Lambda"], 1) != 0).sum())
     ((100, 50), 13)

@@ -25,7 +25,7 @@ def load_robpca(name: str) -> dict[str, np.ndarray]:
 
     Examples
     --------
-    >>> load_robpca("glass")["X"].shape, load_robpca("cars")["rownames"][24]
+    >>> load_robpca("glass")["X"].shape, str(load_robpca("cars")["rownames"][24])
     ((180, 750), 'Chevrolet Corvette')
     """
     if name not in ROBPCA_DATASETS:

@@ -23,6 +23,7 @@ from bayeskit.core.notices import warn
 from bayeskit.core.status import Status, is_failure
 from bayeskit.core.status import message as status_message
 from bayeskit.core.validation import check_real, is_sparse
+from bayeskit.core.xla import host_blas
 
 _NO_Y = object()
 _RUNNING = threading.RLock()
@@ -64,11 +65,21 @@ def _one_at_a_time(method):
 def _locked_call(method, self, args, kwargs):
     """``method(self, *args, **kwargs)`` under the lock. The wrapper above refers to the lock
     only through this function, so that a user's subclass defined in a notebook (which
-    cloudpickle copies by value, lock and all) still pickles."""
+    cloudpickle copies by value, lock and all) still pickles. A fit (``fit``, ``fit_*``)
+    that raises leaves the estimator as it was: a refit refused for a bad parameter or bad
+    data kept the earlier fit's arrays beside the new data's feature count."""
     with _RUNNING:
-        out = method(self, *args, **kwargs)
-        # fit returns self: its fitted attributes are what may still be computing
-        jax.block_until_ready(list(vars(self).values()) if out is self else out)
+        fitting = method.__name__ == "fit" or method.__name__.startswith("fit_")
+        before = dict(vars(self)) if fitting else None
+        try:
+            out = method(self, *args, **kwargs)
+            # fit returns self: its fitted attributes are what may still be computing
+            jax.block_until_ready(list(vars(self).values()) if out is self else out)
+        except BaseException:
+            if before is not None:
+                vars(self).clear()
+                vars(self).update(before)
+            raise
     return out
 
 
@@ -188,3 +199,12 @@ def warn_unmixed(diagnostics: dict, name: str) -> None:
         warn(f"{name}: the chains have not mixed: {', '.join(bad)}; want R-hat <= {R_HAT_MAX} and ESS >= {ESS_MIN}. "
              "Run more sweeps (num_warmup, num_samples) or more chains, and check the traces in samples_.",
              ConvergenceWarning)
+
+
+@host_blas()
+def gaussian_score(Z, location, covariance) -> float:
+    """Mean log-density of the rows of Z under N(location, covariance), in float64."""
+    L = np.linalg.cholesky(np.asarray(covariance, np.float64))
+    half = np.linalg.solve(L, (np.asarray(Z, np.float64) - location).T)
+    logdet = 2 * np.sum(np.log(np.diagonal(L)))
+    return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))

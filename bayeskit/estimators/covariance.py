@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bayeskit.core import validation
@@ -14,7 +14,7 @@ from bayeskit.core.notices import warn
 from bayeskit.core.scaling import check_representable, out_of_range, squared_scale, unit_scale
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso, rca, sparse_pca
-from bayeskit.estimators._common import OneCallAtATime, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, finish, gaussian_score, validate
 
 
 class GraphicalLasso(OneCallAtATime, BaseEstimator):
@@ -65,6 +65,7 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
         """Fit on a given covariance matrix S (p, p)."""
         S = validation.check_matrix(S, "S", min_rows=2, min_cols=2)
         self.n_features_in_ = S.shape[0]
+        vars(self).pop("feature_names_in_", None)  # an earlier fit's columns; S has none
         v = _variance_scale(S)
         return self._fit(S / v, v, np.zeros(S.shape[0], S.dtype))
 
@@ -113,15 +114,6 @@ def _second_moment(estimator, Y, dual: bool):
     estimator.location_ = np.zeros(Z.shape[1], Z.dtype) if estimator.assume_centered else Z.mean(0)
     Zc = Z - estimator.location_
     return Zc, Zc.T @ Zc / Z.shape[0]
-
-
-@host_blas()
-def _gaussian_score(Z, location, covariance) -> float:
-    """Mean log-density of the rows of Z under N(location, covariance), in float64."""
-    L = np.linalg.cholesky(np.asarray(covariance, np.float64))
-    half = np.linalg.solve(L, (np.asarray(Z, np.float64) - location).T)
-    logdet = 2 * np.sum(np.log(np.diagonal(L)))
-    return float(np.mean(-0.5 * (np.sum(half**2, 0) + logdet + Z.shape[1] * np.log(2 * np.pi))))
 
 
 class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
@@ -221,7 +213,7 @@ class RCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         """Mean log-likelihood per draw under N(location_, W W' + Sigma)."""
         Z = self._draws(Y)
         W = self.components_.astype(np.float64)  # W W' of data at 1e20 overflows float32
-        return _gaussian_score(Z, self.location_, W @ W.T + self.sigma_)
+        return gaussian_score(Z, self.location_, W @ W.T + self.sigma_)
 
 
 class EMRCA(OneCallAtATime, BaseEstimator):
@@ -321,7 +313,7 @@ class EMRCA(OneCallAtATime, BaseEstimator):
         """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
         check_is_fitted(self, "precision_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
-        return _gaussian_score(X, self.location_, self.covariance_)
+        return gaussian_score(X, self.location_, self.covariance_)
 
 
 def _precision_init(precision, C, s) -> np.ndarray:
@@ -335,7 +327,7 @@ def _precision_init(precision, C, s) -> np.ndarray:
 __all__ = ["GraphicalLasso", "RCA", "EMRCA"]
 
 
-class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
+class SparsePCA(OneCallAtATime, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Sparse principal components by the DSPCA relaxation, solved by block coordinate ascent
     after safe feature elimination (Zhang & El Ghaoui 2011; :mod:`bayeskit.covariance.sparse_pca`).
 
@@ -426,6 +418,11 @@ class SparsePCA(OneCallAtATime, TransformerMixin, BaseEstimator):
             return validate(self, X, reset=reset, min_rows=2, dtype=[np.float64, np.float32])
         return validate_data(self, X, reset=reset, accept_sparse=["csr", "csc"], ensure_min_samples=2,
                              dtype=[np.float64, np.float32])
+
+    @property
+    def _n_features_out(self):
+        """The columns of ``transform``'s output (``get_feature_names_out``: sparsepca0, ...)."""
+        return self.components_.shape[0]
 
     def transform(self, X):
         """Scores (X - mean_) components_' (dense)."""

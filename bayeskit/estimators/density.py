@@ -184,6 +184,7 @@ class SBMoERegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
 
     def score_samples(self, X, Y, *, chunk_size=None):
         """``log p(y_i | x_i)`` under the predictive, one value per row, ``chunk_size`` rows at a time."""
+        check_is_fitted(self, "state_")
         Y = np.asarray(Y, self.dtype_)
         Y = Y[:, None] if Y.ndim == 1 else Y
         if Y.shape != (np.shape(X)[0], self.n_outputs_) or not np.all(np.isfinite(Y)):

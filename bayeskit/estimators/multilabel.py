@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted
 
@@ -34,9 +34,9 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         """X as a float array and Y as (n, L) int8 in {0, 1} (-1 = missing when allowed).
 
         A 1-D ``Y`` is one binary label with any two classes (``classes_``); a 2-D ``Y``
-        is multilabel in {0, 1}, with -1 for an unobserved entry.
+        is multilabel in {0, 1}, with -1 for an unobserved entry. A scipy.sparse X is made dense.
         """
-        X, Y = validate(self, X, Y, y_name="Y", dtype=[np.float64, np.float32], multi_output=True, y_numeric=False, numeric_y=False)
+        X, Y = validate(self, _dense(X), Y, y_name="Y", dtype=[np.float64, np.float32], multi_output=True, y_numeric=False, numeric_y=False)
         _check_scale(X, X.dtype, warn_scale=True)
         Y = Y.toarray() if validation.is_sparse(Y) else np.asarray(Y)  # e.g. from MultiLabelBinarizer(sparse_output=True)
         if Y.ndim == 1:
@@ -44,13 +44,15 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
             if kind not in ("binary", "multiclass"):
                 raise ValueError(f"Unknown label type: {kind}. {type(self).__name__} takes binary or multilabel targets.")
             classes = np.unique(Y)
+            if classes.size < 2:
+                raise ValueError(f"y has one class ({classes[0]}): a classifier needs samples of at least two classes.")
             if classes.size > 2:
                 raise ValueError(
                     f"Only binary classification is supported for a 1-D target ({classes.size} classes found); "
                     "give multilabel targets as a (n_samples, n_labels) matrix in {0, 1}."
                 )
             self._one_d, self.classes_ = True, classes
-            return X, (Y == classes[-1]).astype(np.int8)[:, None] if classes.size == 2 else np.zeros((len(Y), 1), np.int8)
+            return X, (Y == classes[-1]).astype(np.int8)[:, None]
         self._one_d = False
         Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=allow_missing)
         self.classes_ = [np.array([0, 1])] * Y.shape[1]
@@ -58,7 +60,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
 
     def _check_X(self, X):
         check_is_fitted(self, "state_")
-        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
+        X = validate(self, _dense(X), reset=False, dtype=[np.float64, np.float32])
         _check_scale(X, self.dtype_, warn_scale=False)
         return X.astype(self.dtype_, copy=False)
 
@@ -81,7 +83,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         ``chunk_size`` bounds the rows predicted at once."""
         P = self.predict_proba(X, chunk_size=chunk_size)
         if self._one_d:
-            return self.classes_[(P[:, 1] > 0.5).astype(int)] if self.classes_.size == 2 else np.full(len(P), self.classes_[0])
+            return self.classes_[(P[:, 1] > 0.5).astype(int)]
         return (P > 0.5).astype(int)
 
     def score(self, X, y, sample_weight=None):
@@ -91,6 +93,11 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         if self._one_d:
             return float(np.average(pred == y, weights=sample_weight))
         return 1.0 - float(hamming_loss(y, pred))
+
+
+def _dense(X):
+    """A scipy.sparse X (a vectorizer's bag of words) as a dense array; other X as given."""
+    return X.toarray() if validation.is_sparse(X) else X
 
 
 def _check_scale(X, dtype, *, warn_scale: bool) -> None:
@@ -104,14 +111,16 @@ def _check_scale(X, dtype, *, warn_scale: bool) -> None:
              f"from it: {fix}.", RuntimeWarning)
 
 
-class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
+class BSMLClassifier(_MultilabelMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Bayesian supervised (and semi-supervised) multilabel learning (Gönen 2014).
 
     Couples a linear projection to ``n_components`` dimensions with one probit
     classifier per label, fitted by variational Bayes (:mod:`bayeskit.multilabel.bsml`). Labels
     given as -1 are unobserved: the model then is BSSML (Section 3.2), which also uses
     the inputs of unlabelled rows (transductive use: fit on train + test rows with the
-    test labels set to -1).
+    test labels set to -1). X may be a scipy.sparse matrix (a vectorizer's bag of words): it
+    is made dense, and where features outnumber samples the fit's Q update works in the
+    N x N form (:func:`bayeskit.multilabel.bsml.fit`).
 
     Parameters
     ----------
@@ -129,7 +138,9 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
     alpha_phi, beta_phi, alpha_lambda, beta_lambda, alpha_psi, beta_psi : float, default=1
         Gamma hyperparameters (shape, scale).
     semisupervised : {"auto", True, False}, default="auto"
-        BSSML; "auto" uses it when Y contains -1.
+        BSSML; "auto" uses it when Y contains -1 (and refuses a 2-D Y of -1 and 1 without a 0,
+        a coding of negatives as -1 that would leave every observed label positive; a 1-D y
+        in {-1, 1} is two classes).
     predictive : {"consistent", "author"}, default="consistent"
     progress : bool, default=False
 
@@ -201,6 +212,10 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         validation.check_int_in("n_init", self.n_init, 1)
         validation.check_int_in("max_iter", self.max_iter, 1)
         X, Y = self._validate_fit_input(X, Y, allow_missing=self.semisupervised is not False)
+        if self.semisupervised == "auto" and np.any(Y < 0) and np.any(Y == 1) and not np.any(Y == 0):
+            raise ValueError("Y holds -1 and 1 but no 0: labels are 1 and 0, and -1 marks an unobserved entry, so every "
+                             "observed label would be positive. For -1 meaning negative pass (Y + 1) // 2; to fit "
+                             "with every -1 unobserved, set semisupervised=True.")
         semi = bool(np.any(Y < 0)) if self.semisupervised == "auto" else bool(self.semisupervised)
         hp = self._hyperparams(semi)
         bsml.check_inputs(X, Y, hp)
@@ -222,6 +237,11 @@ class BSMLClassifier(_MultilabelMixin, TransformerMixin, BaseEstimator):
         X = self._check_X(X)
         return self._format_proba(bsml.predict_proba(self.state_, X, self.hyperparams_, predictive=self.predictive,
                                                      chunk_size=chunk_size))
+
+    @property
+    def _n_features_out(self):
+        """The columns of ``transform``'s output (``get_feature_names_out``: bsmlclassifier0, ...)."""
+        return self.components_.shape[0]
 
     def transform(self, X, *, chunk_size=None):
         """The embeddings ``<Q>' x``, shape (n_samples, n_components), ``chunk_size`` rows at a time."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import jax
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.notices import warn
 from bayeskit.core.scaling import out_of_range, unit_scale
 from bayeskit.core.xla import host_blas
-from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
+from bayeskit.estimators._common import OneCallAtATime, _key, finish, gaussian_score, validate
 from bayeskit.robust import mcd, robpca
 
 
@@ -96,6 +96,16 @@ class MinCovDet(OneCallAtATime, BaseEstimator):
         with host_blas():
             return np.sum(Z * np.linalg.solve(self.covariance_, Z.T).T, 1)
 
+    def score(self, X, y=None):
+        """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_), as
+        scikit-learn's covariance estimators score (for ``GridSearchCV``)."""
+        check_is_fitted(self, "covariance_")
+        X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
+        if self.exact_fit_:
+            raise ValueError("the covariance of an exact fit is singular (exact_fit_): the Gaussian log-likelihood "
+                             "is undefined.")
+        return gaussian_score(X, self.location_, self.covariance_)
+
 
 def _host(state):
     """A fit's state as NumPy arrays, the floating ones in float64: put back into the data's
@@ -104,7 +114,7 @@ def _host(state):
     return jax.tree.map(lambda a: np.asarray(a, np.float64) if floating(a) else np.asarray(a), jax.device_get(state))
 
 
-class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
+class ROBPCA(OneCallAtATime, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Robust principal components (ROBPCA, :mod:`bayeskit.robust.robpca`) with the outlier map.
 
     Parameters
@@ -190,6 +200,11 @@ class ROBPCA(OneCallAtATime, TransformerMixin, BaseEstimator):
         self.labels_ = np.asarray(robpca.LABELS)[np.asarray(r.labels)]
         self.outlyingness_ = np.asarray(r.outlyingness)
         return self
+
+    @property
+    def _n_features_out(self):
+        """The columns of ``transform``'s output (``get_feature_names_out``: robpca0, ...)."""
+        return self.components_.shape[1]
 
     def transform(self, X):
         """Scores (X - center_) components_."""

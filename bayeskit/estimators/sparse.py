@@ -128,6 +128,8 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         self.relevance_indices_ = np.flatnonzero(on)
         if self.kernel != "linear":
             self.relevance_vectors_ = X[self.relevance_indices_]
+        else:  # an earlier kernel fit's vectors
+            vars(self).pop("relevance_vectors_", None)
         self.noise_std_ = self._noise_std(result.state, data) * self.y_scale_
         self.n_iter_ = int(result.n_iter)
         # the evidence of y = the evidence of y / s minus n log s
@@ -246,7 +248,7 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         if X.shape[0] < 3:
             raise ValueError(f"n_samples={X.shape[0]}: at least three samples are needed.")
         if np.ptp(y) == 0:
-            raise ValueError(f"y is constant ({y[0]!r} in every sample): the posterior of the noise variance "
+            raise ValueError(f"y is constant ({y[0]} in every sample): the posterior of the noise variance "
                              "sigma^2 under its prior 1/sigma^2 is improper when every residual can be zero; "
                              "there is nothing to regress.")
         X_unit, a = unit_scale(X)

@@ -365,8 +365,8 @@ def objective(state: State, data: Data, hparams: Hyperparams) -> Array:
 
 
 def check_hparams(hparams: Hyperparams) -> None:
-    """Refuse bad hyperparameters on the host, before anything compiles. Values traced by an
-    enclosing transform (``vmap`` over ``sigma_z``, say) are the caller's to check."""
+    """Refuse bad hyperparameters on the host, before anything compiles. Where a transform
+    traces a value (``vmap`` over ``sigma_z``, say), the values are the caller's to check."""
     validation.check_int_in("n_components", hparams.n_components, 1)
     validation.check_choice("prior", hparams.prior, PRIORS)
     if not validation.is_concrete(hparams):
@@ -451,9 +451,10 @@ def fit(
     _loop.check_tol(tol)
     _loop.check_throw(throw)
     max_iter = validation.check_int_in("max_iter", max_iter, 1)
-    check_hparams(hparams)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
+    else:
+        check_hparams(hparams)
     X = as_array(X)
     pairs = column_pairs.if_they_pay_off(X) if hparams.prior == "entrywise" and validation.is_concrete(X) else None
     hparams = _loop.as_arrays(hparams, X.dtype)

@@ -163,6 +163,7 @@ def pca(X: Float[Array, "n d"], n_components: int) -> Projection:
 
     Examples
     --------
+    >>> import jax
     >>> X = jax.random.normal(jax.random.key(0), (50, 4))
     >>> pca(X, 2).transform(X).shape
     (50, 2)
@@ -253,6 +254,7 @@ def mddm(
 
     Examples
     --------
+    >>> import jax
     >>> k1, k2 = jax.random.split(jax.random.key(0))
     >>> X = jax.random.normal(k1, (60, 5))
     >>> Y = (jax.random.uniform(k2, (60, 3)) < 0.5).astype(int)
@@ -354,11 +356,12 @@ def mlls(
 
     Examples
     --------
+    >>> import jax
     >>> k1, k2 = jax.random.split(jax.random.key(0))
     >>> X = jax.random.normal(k1, (60, 5))
     >>> Y = (jax.random.uniform(k2, (60, 3)) < 0.5).astype(int)
     >>> P = mlls(X, Y, 2).components
-    >>> bool(jnp.allclose(P.T @ P, jnp.eye(2), atol=1e-5))
+    >>> bool(jax.numpy.allclose(P.T @ P, jax.numpy.eye(2), atol=1e-5))
     True
     """
     X = _check_X(X)
@@ -461,6 +464,7 @@ def mlda(X: Float[Array, "n d"], Y: Array, n_components: int, *, reg: float = 0.
 
     Examples
     --------
+    >>> import jax
     >>> k1, k2 = jax.random.split(jax.random.key(0))
     >>> X = jax.random.normal(k1, (60, 5))
     >>> Y = (jax.random.uniform(k2, (60, 3)) < 0.5).astype(int)

@@ -259,12 +259,13 @@ def fit(
 
     Examples
     --------
+    >>> import jax, jax.numpy as jnp
     >>> k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
     >>> X = jax.random.normal(k1, (40, 5))
     >>> Y = (X[:, :2] > 0).astype(int)
     >>> Y = jnp.where(jax.random.uniform(k3, Y.shape) < 0.5, -1, Y)
     >>> res = fit(X, Y, 2, n_neighbors=5)
-    >>> res.projection.components.shape, res.labels.shape
+    >>> res.state.projection.components.shape, res.state.labels.shape
     ((5, 2), (40, 2))
     """
     X = _check_X(X)

@@ -245,7 +245,8 @@ def fit(key: PRNGKeyArray, Y, mask=None, hparams: Hyperparams | None = None, *, 
 
 def _checked(Y, mask, hparams: Hyperparams | None, tol):
     """The data, the hyperparameters as arrays and ``tol`` in the data's dtype; the host
-    checks run unless Y or the mask is traced (the caller validated already)."""
+    checks of the data run unless Y or the mask is traced, those of the hyperparameters'
+    values unless one is (the caller validated already)."""
     _loop.check_tol(tol)
     hparams = hparams or Hyperparams()
     check_hparams(hparams)

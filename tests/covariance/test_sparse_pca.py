@@ -146,7 +146,6 @@ def test_estimator_finds_both_spikes_at_the_target_cardinality():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(), "exactly one"),
     (dict(cardinality=3, alpha=0.1), "exactly one"),
     (dict(cardinality=0), "cardinality"),
     (dict(cardinality=100), "cardinality"),

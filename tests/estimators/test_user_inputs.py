@@ -120,3 +120,31 @@ def test_bayesian_lasso_refuses_a_constant_target(frame):
     numerical failure."""
     with pytest.raises(ValueError, match="y is constant"):
         E.BayesianLassoRegressor(num_samples=10, num_warmup=10).fit(frame, np.full(len(frame), 3.0))
+
+
+def test_labels_coded_minus_one_plus_one_and_a_single_class_are_refused():
+    """A multilabel Y in {-1, 1} would be read as positives with unobserved entries (every
+    prediction 1): refused under semisupervised="auto", with the recoding named; a 1-D y of
+    one class gave a second probability column with no class: refused as scikit-learn's
+    classifiers refuse it."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    Y = (X[:, :2] > 0).astype(int)
+    with pytest.raises(ValueError, match=r"\(Y \+ 1\) // 2"):
+        E.BSMLClassifier(n_components=2, max_iter=5).fit(X, 2 * Y - 1)
+    for make in (lambda: E.BSMLClassifier(n_components=2, max_iter=5), lambda: E.ProbitClassifier(max_iter=5)):
+        with pytest.raises(ValueError, match="one class"):
+            make().fit(X, np.ones(30, int))
+
+
+def test_multilabel_estimators_take_a_sparse_x():
+    """A scipy.sparse X (a vectorizer's bag of words) fits and predicts as the dense array."""
+    import scipy.sparse
+
+    rng = np.random.default_rng(0)
+    X = (rng.random((40, 12)) < 0.2).astype(float)
+    Y = np.c_[X[:, 0] + X[:, 1] > 0, X[:, 2] > 0].astype(int)
+    for make in (lambda: E.BSMLClassifier(n_components=2, max_iter=5, tol=0, random_state=0),
+                 lambda: E.ProbitClassifier(max_iter=5, tol=0, random_state=0)):
+        sparse = make().fit(scipy.sparse.csr_matrix(X), Y)
+        np.testing.assert_array_equal(sparse.predict_proba(scipy.sparse.csr_matrix(X)), make().fit(X, Y).predict_proba(X))

@@ -311,8 +311,8 @@ def _check_settings(hparams: Hyperparams) -> None:
 
 
 def check_hparams(hparams: Hyperparams, dx: int, dy: int) -> None:
-    """Refuse hyperparameters outside their domains, naming the offending one. Values
-    traced by an enclosing transform (``vmap`` over ``kappa0``, say) are the caller's to check."""
+    """Refuse hyperparameters outside their domains, naming the offending one. Where a
+    transform traces a value (``vmap`` over ``kappa0``, say), the values are the caller's to check."""
     _check_settings(hparams)
     if not validation.is_concrete(hparams):
         return
@@ -416,6 +416,7 @@ def fit(
     --------
     >>> import jax
     >>> from bayeskit.datasets import sbmoe_synthetic_1d
+    >>> from bayeskit.density.sbmoe import Hyperparams, fit, predictive
     >>> X, Y = sbmoe_synthetic_1d(jax.random.key(0), 200)
     >>> hp = Hyperparams(n_experts=8, gate_steps=5)
     >>> result = fit(jax.random.key(1), X, Y, hp, max_iter=3)
@@ -427,8 +428,9 @@ def fit(
     concrete = validation.is_concrete(X, Y)
     if concrete:
         X, Y = check_inputs(X, Y, hparams)
-    elif jnp.ndim(Y) == 1:
-        Y = Y[:, None]
+    else:
+        Y = Y[:, None] if jnp.ndim(Y) == 1 else Y
+        check_hparams(hparams, jnp.shape(X)[1], jnp.shape(Y)[1])
     if init_labels is None and hparams.init == "agglomerative":
         if not concrete:
             raise ValueError(
