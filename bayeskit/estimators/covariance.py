@@ -93,10 +93,7 @@ class GraphicalLasso(OneCallAtATime, BaseEstimator):
         """Mean Gaussian log-likelihood of the rows of X under N(location_, covariance_)."""
         check_is_fitted(self, "precision_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32])
-        Xc = X - self.location_
-        _, logdet = np.linalg.slogdet(self.precision_)
-        quad = np.einsum("ij,jk,ik->i", Xc, self.precision_, Xc)
-        return float(np.mean(0.5 * (logdet - quad - X.shape[1] * np.log(2 * np.pi))))
+        return gaussian_score(X, self.location_, self.covariance_)
 
 
 def _variance_scale(S) -> float:
