@@ -99,7 +99,11 @@ def sweep(
         The hyperparameters; batched leaves have the batch axis first.
     in_axes : (axis of datasets, axis of hparams)
         0 (batched) or None (the same for every element), as in ``jax.vmap``; the first
-        may be a tuple with one entry per data argument.
+        may be a tuple with one entry per data argument, the second a PyTree prefix of
+        ``hparams`` with 0 or None leaves (:func:`hparam_axes` builds one that batches
+        named fields). With 0 for the hyperparameters, their scalar leaves (which have no
+        batch axis) are shared by every element, so a batch of one field's values sweeps
+        that field: ``eqx.tree_at(lambda h: h.sigma_z, hp, jnp.array([0.05, 0.1, 0.2]))``.
     mesh : Mesh, optional
         The devices to shard over; the batch is split over all of its axes. Default: one
         axis over every device (:func:`default_mesh`).
@@ -127,14 +131,16 @@ def sweep(
         data_axes = (data_axes,) * len(datasets)
     if len(data_axes) != len(datasets):
         raise ValueError(f"in_axes[0] has {len(data_axes)} entries for {len(datasets)} data arguments.")
-    if any(a not in (0, None) for a in (*data_axes, hp_axis)):
+    if any(a not in (0, None) for a in data_axes):
         raise ValueError(f"in_axes entries must be 0 or None, got {in_axes}.")
-    args = (keys, *datasets, hparams)
-    batched = (keys is not None, *(a == 0 for a in data_axes), hp_axis == 0 and hparams is not None)
+    keys, *datasets, hparams = _unwrap_keys((keys, *datasets, hparams))
+    hp_leaves, hp_def = jax.tree.flatten(hparams)
+    hp_batched = _leaf_axes(hparams, hp_axis)
+    args = (keys, *datasets, [x for x, b in zip(hp_leaves, hp_batched) if b], [x for x, b in zip(hp_leaves, hp_batched) if not b])
+    batched = (keys is not None, *(a == 0 for a in data_axes), any(hp_batched), False)
     if not any(batched):
         raise ValueError("nothing is batched: pass keys, or a data set or hyperparameters with in_axes 0.")
 
-    args = _unwrap_keys(args)
     n = _batch_size(args, batched)
     n_shards = mesh.devices.size
     if process_local:
@@ -151,7 +157,7 @@ def sweep(
         _place(a, NamedSharding(mesh, spec if b else PartitionSpec()), padded - n if b else 0, process_local and b)
         for a, b in zip(args, batched)
     )
-    compiled = _compiled(fit_fn, mesh, batched, keys is not None, hparams is not None, chunk_size,
+    compiled = _compiled(fit_fn, mesh, batched, keys is not None, None if hparams is None else (hp_def, hp_batched), chunk_size,
                          tuple(sorted((compiler_options or {}).items())))
     out = compiled(*placed)
     out = _gather(out)
@@ -180,6 +186,43 @@ class _KeyData(eqx.Module):
 
 def _is_key_data(x) -> bool:
     return isinstance(x, _KeyData)
+
+
+def hparam_axes(hparams: PyTree, *batched: Callable[[PyTree], PyTree]) -> PyTree:
+    """An ``in_axes`` entry for :func:`sweep`'s hyperparameters: 0 at the fields each
+    ``batched`` selector picks (as ``eqx.tree_at``'s ``where``), None elsewhere. For a
+    batched field that is not a scalar (a per-feature penalty, say), which axis 0 alone
+    would read as batched too.
+
+    ``hparam_axes(hp, lambda h: h.alpha)``
+    """
+    axes = jax.tree.map(lambda _: None, hparams)
+    for where in batched:
+        axes = eqx.tree_at(where, axes, replace_fn=lambda _: 0, is_leaf=lambda x: x is None)
+    return axes
+
+
+def _leaf_axes(hparams, axis) -> tuple[bool, ...]:
+    """Per leaf of ``hparams``: batched or not. ``axis`` 0 batches every leaf that is not a
+    scalar, None none, and a PyTree prefix of ``hparams`` gives its subtrees' axes."""
+    leaves = jax.tree.leaves(hparams)
+    if axis is None or (type(axis) is int and axis == 0):
+        return tuple(axis == 0 and np.ndim(x) > 0 for x in leaves)
+    is_none = lambda x: x is None  # noqa: E731
+    prefix = jax.tree.structure(axis, is_leaf=is_none)
+    try:
+        subtrees = prefix.flatten_up_to(hparams)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"in_axes[1] must be 0, None or a PyTree prefix of the hyperparameters with 0 / None leaves: {e}") from None
+    flags = []
+    for ax, sub in zip(jax.tree.leaves(axis, is_leaf=is_none), subtrees):
+        if not (ax is None or (type(ax) is int and ax == 0)):
+            raise ValueError(f"in_axes[1]'s leaves must be 0 or None, got {ax!r}.")
+        for x in jax.tree.leaves(sub):
+            if ax == 0 and np.ndim(x) == 0:
+                raise ValueError("in_axes[1] batches a scalar leaf of the hyperparameters: batched leaves need the batch axis first.")
+            flags.append(ax == 0)
+    return tuple(flags)
 
 
 def _batch_size(args, batched) -> int:
@@ -212,14 +255,22 @@ def _place(tree, sharding: NamedSharding, pad: int, local: bool):
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(fit_fn, mesh, batched, has_keys, has_hparams, chunk_size, options):
+def _compiled(fit_fn, mesh, batched, has_keys, hp_layout, chunk_size, options):
     """``jit(shard_map(per-device chunked vmap of fit_fn))``, cached per setting (a key's
-    impl is a static field of its ``_KeyData``, so jit tells impls apart)."""
+    impl is a static field of its ``_KeyData``, so jit tells impls apart). The
+    hyperparameters arrive as their batched and their shared leaves; ``hp_layout`` (their
+    treedef and which leaves are batched) puts them back together."""
 
     def call(*args):
-        key, *data, hp = _wrap_keys(args)
+        key, *data, hp_batched, hp_shared = args
+        hp = None
+        if hp_layout is not None:
+            hp_def, flags = hp_layout
+            batched_leaves, shared_leaves = iter(hp_batched), iter(hp_shared)
+            hp = jax.tree.unflatten(hp_def, [next(batched_leaves) if b else next(shared_leaves) for b in flags])
+        key, data, hp = _wrap_keys((key, data, hp))
         with loop.batched("bayeskit.core.sweep"):
-            out = fit_fn(*([key] if has_keys else []), *data, *([hp] if has_hparams else []))
+            out = fit_fn(*([key] if has_keys else []), *data, *([hp] if hp_layout is not None else []))
         return _unwrap_keys(out)
 
     def per_device(*args):
@@ -260,4 +311,4 @@ def _status(out) -> Status:
     return jax.vmap(lambda f: Status.where(f, Status.successful, Status.nonfinite))(jnp.asarray(finite))
 
 
-__all__ = ["sweep", "Swept", "default_mesh"]
+__all__ = ["sweep", "Swept", "default_mesh", "hparam_axes"]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 import bayeskit
 from bayeskit.core.status import Status
 from bayeskit.covariance import glasso
+from bayeskit.multilabel import bsml
 from bayeskit.robust import robpca
 
 # XLA's CPU runtime can deadlock when several virtual devices share two cores and each runs
@@ -75,6 +77,49 @@ def test_shared_arguments_and_fit_status():
     assert swept.ok.all()
     nonzero = (np.abs(swept.results.state.precision) > 1e-10).sum((1, 2))
     assert nonzero[0] > nonzero[-1]  # each element got its own penalty
+
+
+def test_one_field_of_the_hyperparameters_swept():
+    """With in_axes 0 the scalar leaves of the hyperparameters are shared, so batching one
+    field sweeps it; hparam_axes names the batched fields when a shared leaf is not a
+    scalar. Both equal a vmap with the axes spelled out."""
+    keys = jax.random.split(jax.random.key(0), 7)
+    X = jax.random.normal(jax.random.key(1), (7, 10, 3))
+    fit = lambda k, x, hp: noisy_mean(k, x * hp["weight"] + hp["shift"], hp["scale"])  # noqa: E731
+    hp = {"scale": jnp.arange(7.0), "shift": 2.0, "weight": jnp.array([1.0, 2.0, 3.0])}
+    ref = jax.vmap(fit, in_axes=(0, 0, {"scale": 0, "shift": None, "weight": None}))(keys, X, hp)
+    swept = bayeskit.sweep(fit, keys, (X,), hp, in_axes=(0, bayeskit.hparam_axes(hp, lambda h: h["scale"])))
+    np.testing.assert_allclose(swept.results[0], ref[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="disagree on the batch size"):  # axis 0 reads the weights as batched too
+        bayeskit.sweep(fit, keys, (X,), hp)
+    scalar_shared = {"scale": hp["scale"], "shift": 2.0}
+    fit2 = lambda k, x, hp: noisy_mean(k, x + hp["shift"], hp["scale"])  # noqa: E731
+    swept = bayeskit.sweep(fit2, keys, (X,), scalar_shared)
+    np.testing.assert_allclose(swept.results[0], jax.vmap(fit2, in_axes=(0, 0, {"scale": 0, "shift": None}))(keys, X, scalar_shared)[0],
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="PyTree prefix"):
+        bayeskit.sweep(fit2, keys, (X,), scalar_shared, in_axes=(0, {"scale": 0}))
+    with pytest.raises(ValueError, match="batches a scalar leaf"):
+        bayeskit.sweep(fit2, keys, (X,), scalar_shared, in_axes=(0, {"scale": 0, "shift": 0}))
+    with pytest.raises(ValueError, match="leaves must be 0 or None"):
+        bayeskit.sweep(fit2, keys, (X,), scalar_shared, in_axes=(0, {"scale": 1, "shift": None}))
+
+
+def test_a_model_swept_over_one_hyperparameter():
+    """BSML over three values of sigma_z, the other priors scalars: each element is the fit
+    with that value."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    Y = (X @ rng.normal(size=(4, 2)) > 0).astype(np.int8)
+    hp = bsml.Hyperparams(n_components=2)
+    sigmas = np.array([0.05, 0.1, 0.3])
+    key = jax.random.key(2)
+    swept = bayeskit.sweep(lambda h: bsml.fit(key, X, Y, h, max_iter=5, throw=False).trace, None, (),
+                           eqx.tree_at(lambda h: h.sigma_z, hp, jnp.asarray(sigmas)))
+    for s, trace in zip(sigmas, swept.results):
+        want = bsml.fit(key, X, Y, eqx.tree_at(lambda h: h.sigma_z, hp, float(s)), max_iter=5).trace
+        np.testing.assert_allclose(trace, want, rtol=1e-8)
+    assert not np.allclose(swept.results[0], swept.results[-1])
 
 
 def test_status_without_a_fit_result_marks_nonfinite_elements():
