@@ -7,6 +7,7 @@ and skipped in a process with fewer devices. Each sweep has 10 elements: 2 per d
 the first 5 devices, padding on the rest. The reference is a plain ``jit(vmap(...))`` on
 one device."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -63,6 +64,10 @@ def test_multilabel_bsml_restarts():
     hp = bsml.Hyperparams(n_components=2)
     swept = check(lambda k: bsml.fit(k, X, Y, hp, max_iter=20, throw=False), keys(), leaves=lambda r: (r.state, r.trace))
     assert swept.ok.all()
+    sigmas = eqx.tree_at(lambda h: h.sigma_z, hp, jnp.linspace(0.05, 0.5, B))  # one field batched, the other priors shared
+    key = jax.random.key(1)
+    check(lambda h: bsml.fit(key, X, Y, h, max_iter=20, throw=False), None, (), sigmas,
+          in_axes=((), bayeskit.hparam_axes(hp, lambda h: h.sigma_z)), leaves=lambda r: r.trace)
 
 
 def test_mixture_of_experts_sbmoe_restarts():
