@@ -17,6 +17,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from bayeskit import __version__
+
 
 def _whole_number(least: int):
     """An argparse type: a whole number >= ``least``."""
@@ -46,6 +48,17 @@ def _benchmarks_dir(given: str | None) -> Path | None:
     return next((c for c in candidates if (c / "report.py").exists()), None)
 
 
+def _given_benchmarks(argv: list[str]) -> str | None:
+    """The bench subcommand's ``--benchmarks`` in either spelling (``--benchmarks PATH``,
+    ``--benchmarks=PATH``), read before the whole command is parsed."""
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    pre.add_argument("--benchmarks")
+    try:
+        return pre.parse_known_args(argv)[0].benchmarks if argv[:1] == ["bench"] else None
+    except argparse.ArgumentError:  # --benchmarks without its PATH: the whole command's parser says so
+        return None
+
+
 def _bench_models(folder: Path | None) -> list[str]:
     """The model names of ``benchmarks/report.py`` (its ``SCRIPTS`` keys), read from its source."""
     if folder is None:
@@ -59,6 +72,7 @@ def _bench_models(folder: Path | None) -> list[str]:
 def _parser(bench_models: list[str]) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The command's parser and its subcommands' (whose errors print their own usage)."""
     parser = argparse.ArgumentParser(prog="bayeskit", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"bayeskit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run the papers' experiments and print ours beside the paper's numbers")
     rep.add_argument("--quick", action="store_true", help="small settings, about a minute per experiment")
@@ -90,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
 
     use_safe_cpu_scheduler()  # before JAX starts its backend; the subprocesses of `bench` inherit it
     argv = sys.argv[1:] if argv is None else argv
-    given = argv[argv.index("--benchmarks") + 1] if "--benchmarks" in argv[:-1] else None
-    folder = _benchmarks_dir(given)
+    folder = _benchmarks_dir(_given_benchmarks(argv))  # before parsing: bench's help lists the folder's models
     parser, commands = _parser(_bench_models(folder))
     args = parser.parse_args(argv)
     command = commands[args.command]
     if args.command == "bench":
+        if args.benchmarks is not None and folder is None:
+            command.error(f"--benchmarks {args.benchmarks}: no report.py in that folder")
         return _bench(command, args, folder)
 
     from bayeskit.experiments import EXPERIMENTS, summary

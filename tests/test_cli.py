@@ -277,3 +277,29 @@ def test_quick_reproduction_hands_the_workers_the_longest_first(monkeypatch, tmp
     assert cli.main(["reproduce", "--quick", "--jobs", "2", "--out", str(tmp_path)]) == 0
     assert cli.main(["reproduce", "--jobs", "2", "--out", str(tmp_path)]) == 0
     assert queues == [runner.longest_first(EXPERIMENTS), list(EXPERIMENTS)] and queues[0] != queues[1]
+
+
+def test_the_benchmarks_folder_is_taken_in_either_spelling(tmp_path, capsys):
+    """--benchmarks PATH and --benchmarks=PATH name the same folder (its report.py's models);
+    a folder without report.py is refused by name."""
+    (tmp_path / "report.py").write_text('SCRIPTS = {"fake": "bench_fake.py"}\n')
+    for argv in (["bench", "--benchmarks", str(tmp_path), "--help"], ["bench", f"--benchmarks={tmp_path}", "--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        assert "fake" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--report", f"--benchmarks={empty}"])
+    assert e.value.code == 2 and "no report.py in that folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--report", "--benchmarks"])
+    assert e.value.code == 2 and "expected one argument" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    from bayeskit import __version__
+
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bayeskit {__version__}"

@@ -21,6 +21,8 @@ import jax.numpy as jnp
 from jax.scipy.special import gammaln
 from jaxtyping import Array, Float, PRNGKeyArray
 
+from bayeskit.core.validation import check_int_in
+
 _LN_COV = jnp.array([[1.0, 0.5], [0.5, 1.0]])
 
 
@@ -61,7 +63,8 @@ def _unflattened(flat: Array, shape: tuple[int, ...]) -> Array:
 
 def sbmoe_conditional_1d(key: PRNGKeyArray, X: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 1"]:
     """``n_samples`` draws of y | x for every row of X (1-D problem)."""
-    X = jnp.asarray(X)
+    X = _inputs(X, 2, "X")
+    n_samples = check_int_in("n_samples", n_samples, 1)
     k_tau, k_zeta = jax.random.split(key)
     return _log_shifted(k_tau, X, _gamma(k_zeta, _gamma_shapes_1d(X, n_samples)))
 
@@ -93,8 +96,17 @@ def drawn_rows(n: int) -> int:
     return max(MIN_ROWS, 1 << max(n - 1, 0).bit_length())
 
 
+def _inputs(X, width: int, name: str) -> Array:
+    """X as a JAX array of ``width`` columns, refused otherwise."""
+    X = jnp.asarray(X)
+    if X.ndim != 2 or X.shape[1] != width:
+        raise ValueError(f"{name} must have shape (m, {width}), got {X.shape}.")
+    return X
+
+
 def sbmoe_synthetic_1d(key: PRNGKeyArray, n: int, dtype=None) -> tuple[Array, Array]:
     """``n`` pairs (X (n, 2), Y (n, 1)) of the 1-D problem of Section 4.1."""
+    n = check_int_in("n", n, 1)
     X, Y = _synthetic_1d(key, drawn_rows(n), dtype or jnp.result_type(float))
     return X[:n], Y[:n]
 
@@ -105,13 +117,24 @@ def _synthetic_1d(key: PRNGKeyArray, n: int, dtype) -> tuple[Array, Array]:
     return X, sbmoe_conditional_1d(k_y, X, 1)[0]
 
 
-@jax.jit
 def sbmoe_logpdf_1d(X: Float[Array, "m 2"], Y: Float[Array, "... m 1"]) -> Float[Array, "... m"]:
     """Exact ``log p(y | x)`` of the 1-D problem::
 
         p(y | x) = sum_{t in {0,1}} P(tau = t) f_Gamma(e^y - 0.4 t - 0.1; x1, x2) e^y 1{e^y > 0.1 + 0.4 t}
+
+    Y's last axis is the output (of size 1) and the axis before it runs over X's rows (or
+    has size 1, shared by every row), as the samples of :func:`sbmoe_conditional_1d`.
     """
-    X, y = jnp.asarray(X), jnp.asarray(Y)[..., 0]
+    X, Y = _inputs(X, 2, "X"), jnp.asarray(Y)
+    if Y.ndim < 2 or Y.shape[-1] != 1 or Y.shape[-2] not in (1, X.shape[0]):
+        raise ValueError(f"Y must have shape (..., {X.shape[0]}, 1) for X of {X.shape[0]} rows (the output on the last axis), "
+                         f"got {Y.shape}.")
+    return _logpdf_1d(X, Y)
+
+
+@jax.jit
+def _logpdf_1d(X: Array, Y: Array) -> Array:
+    y = Y[..., 0]
     shape, rate = X[:, 0], X[:, 1]
 
     def part(t, p):
@@ -142,7 +165,8 @@ def _scale_2d(E: Array) -> Array:
 
 def sbmoe_conditional_2d(key: PRNGKeyArray, E: Float[Array, "m 2"], n_samples: int) -> Float[Array, "s m 2"]:
     """``n_samples`` draws of y | e for every latent row of E (2-D problem)."""
-    E = jnp.asarray(E)
+    E = _inputs(E, 2, "E")
+    n_samples = check_int_in("n_samples", n_samples, 1)
     k_tau, k_chi, k_norm = jax.random.split(key, 3)
     chi2 = _gamma(k_chi, _bartlett_shapes(E, n_samples))  # halves of the Bartlett diagonals' chi-square variates
     return _log_wishart_2d(k_tau, k_norm, E, chi2)
@@ -171,6 +195,7 @@ def _log_wishart_2d(k_tau: PRNGKeyArray, k_norm: PRNGKeyArray, E: Array, chi2: A
 def sbmoe_synthetic_2d(key: PRNGKeyArray, n: int, dtype=None, *, return_latent: bool = False):
     """``n`` pairs (X (n, 32), Y (n, 2)) of the 2-D problem of Section 4.2; with
     ``return_latent`` also the latent ``e`` (n, 2) that the true conditional needs."""
+    n = check_int_in("n", n, 1)
     X, Y, E = (a[:n] for a in _synthetic_2d(key, drawn_rows(n), dtype or jnp.result_type(float)))
     return (X, Y, E) if return_latent else (X, Y)
 

@@ -245,7 +245,8 @@ class BSMLClassifier(_MultilabelMixin, ClassNamePrefixFeaturesOutMixin, Transfor
 
     def transform(self, X, *, chunk_size=None):
         """The embeddings ``<Q>' x``, shape (n_samples, n_components), ``chunk_size`` rows at a time."""
-        return np.asarray(bsml.transform(self.state_, self._check_X(X), chunk_size=chunk_size))
+        X = self._check_X(X)  # NotFittedError before state_ is read
+        return np.asarray(bsml.transform(self.state_, X, chunk_size=chunk_size))
 
 
 class ProbitClassifier(_MultilabelMixin, BaseEstimator):

@@ -65,3 +65,36 @@ def test_every_generator_draws_through_one_gamma_program(monkeypatch):
     _, _, E = data.sbmoe_synthetic_2d(key, 50, return_latent=True)
     data.sbmoe_conditional_2d(key, E[:9], 203)
     assert traced == [], traced
+
+
+def test_the_exact_density_of_the_1d_problem_matches_scipy_and_integrates_to_one():
+    """log p(y | x) against scipy's Gamma density by the change of variables y = log(zeta +
+    0.4 tau + 0.1); over a fine grid of y it integrates to 1 at every input."""
+    from scipy import integrate, stats
+
+    X = np.array([[0.6, 1.3], [2.5, 0.7], [1.0, 3.0]])
+    y = np.linspace(np.log(0.1) + 1e-6, 4.0, 200001)
+    ey = np.exp(y)[:, None]
+    want = np.log(0.7 * stats.gamma.pdf(ey - 0.1, X[:, 0], scale=1 / X[:, 1]) * ey
+                  + 0.3 * stats.gamma.pdf(ey - 0.5, X[:, 0], scale=1 / X[:, 1]) * ey)
+    got = np.asarray(data.sbmoe_logpdf_1d(X, y[:, None, None]))
+    assert got.shape == (y.size, 3)
+    np.testing.assert_allclose(got[5000:], want[5000:], rtol=1e-9)  # away from the edge, where shape < 1 diverges
+    np.testing.assert_allclose(integrate.trapezoid(np.exp(got[:, 1:]), y, axis=0), 1.0, atol=1e-4)
+
+
+def test_bad_sizes_and_shapes_are_refused():
+    key = jax.random.key(0)
+    for bad in (-5, 0, 10.0, True):
+        with pytest.raises(ValueError, match="n must be"):
+            data.sbmoe_synthetic_1d(key, bad)
+        with pytest.raises(ValueError, match="n must be"):
+            data.sbmoe_synthetic_2d(key, bad)
+    assert data.sbmoe_synthetic_1d(key, np.int64(3))[0].shape == (3, 2)  # a NumPy integer is a size
+    X, Y = data.sbmoe_synthetic_1d(key, 5)
+    with pytest.raises(ValueError, match=r"Y must have shape \(\.\.\., 5, 1\)"):
+        data.sbmoe_logpdf_1d(X, Y[:, 0])  # the output axis dropped would read every row at Y[0]
+    with pytest.raises(ValueError, match=r"X must have shape \(m, 2\)"):
+        data.sbmoe_conditional_1d(key, X[:, :1], 3)
+    with pytest.raises(ValueError, match="n_samples must be"):
+        data.sbmoe_conditional_2d(key, X, 0)

@@ -5,6 +5,8 @@ selection of the MCD."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -86,9 +88,26 @@ def test_attributes_of_an_earlier_fit_that_no_longer_apply_are_dropped(frame):
     assert not hasattr(rvm.set_params(kernel="linear").fit(X, X[:, 0]), "relevance_vectors_")
 
 
-def test_sbmoe_before_fit_is_not_fitted(frame):
-    with pytest.raises(NotFittedError):
-        E.SBMoERegressor().score_samples(frame, np.zeros(len(frame)))
+METHODS = ("predict", "predict_proba", "predict_quantiles", "transform", "inverse_transform", "score", "score_samples",
+           "decision_function", "mahalanobis", "sample", "predictive", "residual_scores", "get_feature_names_out")
+
+
+@pytest.mark.parametrize("name", E.__all__)
+def test_every_method_before_fit_is_not_fitted(frame, name):
+    """Each reading method of an unfitted estimator raises NotFittedError (BSMLClassifier's
+    transform and SBMoERegressor's score_samples read the state first)."""
+    est = getattr(E, name)()
+    X = frame.to_numpy()
+    called = 0
+    for method in (m for m in METHODS if callable(getattr(est, m, None))):  # BSML has a parameter "predictive"
+        fn = getattr(est, method)
+        required = [p for p in inspect.signature(fn).parameters.values()
+                    if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        args = [X, np.zeros(len(X))][: len(required)]
+        with pytest.raises(NotFittedError):
+            fn(*args)
+        called += 1
+    assert called >= 1
 
 
 def test_mcd_scores_the_gaussian_log_likelihood_for_model_selection(frame):
