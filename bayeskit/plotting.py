@@ -151,14 +151,18 @@ def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
     Raises
     ------
     ValueError
-        If the state's subspace dimension R is not 2, or the state is batched.
+        If the state's subspace dimension R is not 2, the state is batched, or X's width
+        is not the state's.
     """
     q = np.asarray(state.q_mean)
     if q.ndim != 2:
         raise ValueError(f"state must be a single fit (q_mean of shape (D, R)), got q_mean of shape {q.shape}.")
     if q.shape[1] != 2:
         raise ValueError(f"plot_bsml_embedding needs a 2-D subspace: R must be 2, got R = {q.shape[1]}.")
-    Z = np.asarray(bsml.transform(state, np.asarray(X)))
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != q.shape[0]:
+        raise ValueError(f"X must have shape (n_samples, {q.shape[0]}) for a state fitted on {q.shape[0]} features, got {X.shape}.")
+    Z = np.asarray(bsml.transform(state, X))
     return plot_embedding(Z, Y, coef=np.asarray(state.classifier.coef_mean), label_names=label_names, ax=ax, title="BSML")
 
 
@@ -179,10 +183,17 @@ def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
     -------
     matplotlib.axes.Axes
         One bar per dimension, in order, in ``ax.patches``.
+
+    Raises
+    ------
+    ValueError
+        If the state is batched (several restarts).
     """
+    q = np.asarray(state.q_mean)
+    if q.ndim != 2:
+        raise ValueError(f"state must be a single fit (q_mean of shape (D, R)), got q_mean of shape {q.shape}: "
+                         "take one restart's state, e.g. jax.tree.map(lambda a: a[0], state).")
     relevance = np.asarray(bsml.component_relevance(state))
-    if relevance.ndim != 1:
-        raise ValueError(f"state must be a single fit, got relevances of shape {relevance.shape}.")
     active = np.asarray(bsml.active_components(state, threshold))
     ax = _axes(ax, figsize=(5.0, 3.5))
     dims = np.arange(1, relevance.size + 1)
@@ -200,13 +211,64 @@ LABEL_STYLES = {"regular": ("0.6", "o"), "good_leverage": ("C0", "s"), "orthogon
                 "bad_leverage": ("C3", "D")}
 
 
+def _robpca_labels(labels, n: int) -> np.ndarray:
+    """``labels`` as ROBPCA's class names, one per point: the names (``ROBPCA.labels_``) or
+    their codes 0-3 in :data:`bayeskit.robust.robpca.LABELS` (``robpca.diagnostics(...).labels``)."""
+    from bayeskit.robust.robpca import LABELS
+
+    labels = np.asarray(labels)
+    if labels.shape != (n,):
+        raise ValueError(f"labels must have one entry per point ({n}), got shape {labels.shape}.")
+    if labels.dtype.kind in "iu" and labels.size and labels.min() >= 0 and labels.max() < len(LABELS):
+        return np.asarray(LABELS)[labels]
+    unknown = sorted(set(map(str, labels)) - set(LABELS)) if labels.dtype.kind in "UO" else [f"an array of {labels.dtype}"]
+    if unknown:
+        raise ValueError(f"labels must be ROBPCA's classes {list(LABELS)} (its labels_) or their codes 0-3, got {unknown[:3]}.")
+    return labels.astype(str)
+
+
 def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff, labels, *, names=None, ax=None,
                      title=None):
     """ROBPCA's diagnostic plot (Hubert et al. 2005, Figure 2): orthogonal against score
     distance, the two cutoffs, points marked by their class; the flagged points annotated
-    with ``names`` (default: 1-based row numbers)."""
+    with ``names``.
+
+    Parameters
+    ----------
+    score_distances, orthogonal_distances : arrays of shape (n_samples,)
+        ``ROBPCA.score_distances_`` and ``orthogonal_distances_``.
+    sd_cutoff, od_cutoff : float
+        ``ROBPCA.sd_cutoff_`` and ``od_cutoff_`` (an orthogonal cutoff of 0, when every
+        component is kept, draws no horizontal line).
+    labels : array of shape (n_samples,)
+        ``ROBPCA.labels_``: "regular", "good_leverage", "orthogonal" or "bad_leverage"
+        (or their codes 0-3, the functional ``robpca.diagnostics(...).labels``).
+    names : sequence of shape (n_samples,), optional
+        Annotations of the flagged points (default: 1-based row numbers).
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        On distances, labels or names of different lengths, labels that are not ROBPCA's
+        classes, or cutoffs that are not finite and non-negative.
+    """
+    sd, od = np.asarray(score_distances, float), np.asarray(orthogonal_distances, float)
+    if sd.ndim != 1 or od.shape != sd.shape:
+        raise ValueError(f"score_distances and orthogonal_distances must be 1-D of one length, got {sd.shape} and {od.shape}.")
+    labels = _robpca_labels(labels, sd.size)
+    names = np.arange(1, len(sd) + 1).astype(str) if names is None else np.asarray(names)
+    if names.shape != sd.shape:
+        raise ValueError(f"names must have one entry per point ({sd.size}), got shape {names.shape}.")
+    for cutoff, name in ((sd_cutoff, "sd_cutoff"), (od_cutoff, "od_cutoff")):
+        if not (np.ndim(cutoff) == 0 and np.isfinite(cutoff) and cutoff >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {cutoff!r}.")
     ax = _axes(ax)
-    sd, od, labels = np.asarray(score_distances), np.asarray(orthogonal_distances), np.asarray(labels)
     for label, (color, marker) in LABEL_STYLES.items():
         mask = labels == label
         if mask.any():
@@ -214,7 +276,6 @@ def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff
     ax.axvline(sd_cutoff, color="k", lw=0.8, ls="--")
     if od_cutoff > 0:
         ax.axhline(od_cutoff, color="k", lw=0.8, ls="--")
-    names = np.arange(1, len(sd) + 1).astype(str) if names is None else np.asarray(names)
     for i in np.nonzero(labels != "regular")[0]:
         ax.annotate(names[i], (sd[i], od[i]), fontsize=6, xytext=(2, 2), textcoords="offset points")
     ax.set(xlabel="score distance", ylabel="orthogonal distance", title=title)
@@ -224,19 +285,54 @@ def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff
 
 def plot_tolerance_ellipse(scores, eigenvalues, *, quantile: float = 0.975, labels=None, ax=None, title=None):
     """The first two scores with the ``quantile`` tolerance ellipse
-    t_1^2 / l_1 + t_2^2 / l_2 = chi2_{2, quantile} (scores in the eigenbasis, so it is axis-aligned)."""
+    t_1^2 / l_1 + t_2^2 / l_2 = chi2_{2, quantile} (scores in the eigenbasis, so it is
+    axis-aligned).
+
+    Parameters
+    ----------
+    scores : array of shape (n_samples, k), k >= 2
+        ``ROBPCA.transform(X)``.
+    eigenvalues : array of shape (k,)
+        ``ROBPCA.eigenvalues_``.
+    quantile : float in (0, 1)
+    labels : array of shape (n_samples,), optional
+        ``ROBPCA.labels_`` (or their codes 0-3); the points are marked by class, with a
+        legend (default: all regular, no legend).
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        On fewer than two components, eigenvalues that are not positive, a quantile
+        outside (0, 1), or labels that are not ROBPCA's classes of one per point.
+    """
     from scipy.stats import chi2
 
+    T, lam = np.asarray(scores, float), np.asarray(eigenvalues, float)
+    if T.ndim != 2 or T.shape[1] < 2:
+        raise ValueError(f"scores must have shape (n_samples, k) with k >= 2 components, got {T.shape}.")
+    if lam.ndim != 1 or lam.size < 2 or not np.all(np.isfinite(lam[:2]) & (lam[:2] > 0)):
+        raise ValueError(f"eigenvalues must hold at least two positive values, got {lam}.")
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile!r}.")
+    T = T[:, :2]
+    given = labels is not None
+    labels = _robpca_labels(labels, len(T)) if given else np.full(len(T), "regular")
     ax = _axes(ax)
-    T = np.asarray(scores)[:, :2]
-    labels = np.full(len(T), "regular") if labels is None else np.asarray(labels)
     for label, (color, marker) in LABEL_STYLES.items():
         mask = labels == label
         if mask.any():
-            ax.scatter(T[mask, 0], T[mask, 1], s=18, color=color, marker=marker, label=label)
+            ax.scatter(T[mask, 0], T[mask, 1], s=18, color=color, marker=marker, label=f"{label} ({mask.sum()})")
     radius = np.sqrt(chi2.ppf(quantile, 2))
     angle = np.linspace(0, 2 * np.pi, 200)
-    l1, l2 = np.asarray(eigenvalues)[:2]
+    l1, l2 = lam[:2]
     ax.plot(radius * np.sqrt(l1) * np.cos(angle), radius * np.sqrt(l2) * np.sin(angle), color="k", lw=1)
     ax.set(xlabel="score 1", ylabel="score 2", title=title)
+    if given:
+        ax.legend(fontsize=7)
     return ax

@@ -215,3 +215,33 @@ def test_sparse_precision_is_sparse_unit_diagonal_and_well_conditioned():
     assert 150 <= edges <= 250  # 2p pairs drawn, those above the diagonal kept: about p edges
     eig = np.linalg.eigvalsh(theta)
     assert eig[0] > 0 and eig[-1] / eig[0] < 100  # diagonally dominant, so positive definite
+
+
+def test_generators_refuse_bad_arguments_by_name():
+    """Sizes, probabilities and correlations out of range are refused by name (they
+    returned empty or wrong data, or failed deep inside NumPy or scipy)."""
+    import jax
+
+    from bayeskit.datasets import ibp_toy_images, load_sachs, sinc_datasets, sparse_precision, tibshirani_datasets, zipf_corpus
+
+    assert load_sachs(3).shape == load_sachs([3]).shape  # one id is one condition
+    for bad in ([1.5], [0], []):
+        with pytest.raises(ValueError, match="conditions must be integer ids"):
+            load_sachs(bad)
+    with pytest.raises(ValueError, match="n_words = 60 leaves no room .* at least 71"):
+        zipf_corpus(50, 60, topic_size=10, n_topics=5, n_stop_words=20)
+    X, topics = zipf_corpus(30, 200)  # the topic pool (ranks 20 to 1020 by default) fits a small vocabulary
+    assert X.shape == (30, 200) and 20 <= topics.min() and topics.max() < 200 and np.unique(topics).size == 50
+    with pytest.raises(ValueError, match="p must be a probability"):
+        ibp_toy_images(jax.random.key(0), 5, p=2.0)
+    with pytest.raises(ValueError, match="n must be"):
+        ibp_toy_images(jax.random.key(0), 0)
+    with pytest.raises(ValueError, match=r"rho must be in \(-1, 1\)"):
+        tibshirani_datasets(2, 3.0, rho=1.5)
+    with pytest.raises(ValueError, match="n_train must be"):
+        sinc_datasets(2, 0.1, n_train=0)
+    with pytest.raises(ValueError, match="noise_sd"):
+        sinc_datasets(2, -0.1)
+    np.testing.assert_array_equal(sparse_precision(5, 0), sparse_precision(5, np.random.default_rng(0)))  # a seed is a Generator
+    with pytest.raises(ValueError, match="floating dtype"):
+        load_mulan("emotions", dtype=np.int32)

@@ -152,6 +152,66 @@ def test_ard_relevance_bars(state):
     assert len(plotting.plot_ard_relevance(state).patches) == 2
 
 
+ROBPCA_LABELS = np.array(["regular"] * 6 + ["good_leverage", "orthogonal", "bad_leverage", "bad_leverage"])
+
+
+def test_outlier_map_places_each_class_and_names_the_flagged_points():
+    rng = np.random.default_rng(1)
+    sd, od = rng.uniform(0, 5, 10), rng.uniform(0, 3, 10)
+    names = [f"row{i}" for i in range(10)]
+    ax = plotting.plot_outlier_map(sd, od, 2.5, 1.5, ROBPCA_LABELS, names=names)
+    for label in ("regular", "good_leverage", "orthogonal", "bad_leverage"):
+        mask = ROBPCA_LABELS == label
+        np.testing.assert_array_equal(_offsets(ax, f"{label} ({mask.sum()})"), np.c_[sd[mask], od[mask]])
+    assert [line.get_xdata()[0] for line in ax.lines[:1]] == [2.5] and ax.lines[1].get_ydata()[0] == 1.5
+    assert sorted(t.get_text() for t in ax.texts) == ["row6", "row7", "row8", "row9"]
+    codes = np.array([0] * 6 + [1, 2, 3, 3])  # the functional diagnostics' labels
+    again = plotting.plot_outlier_map(sd, od, 2.5, 1.5, codes)
+    np.testing.assert_array_equal(_offsets(again, "bad_leverage (2)"), np.c_[sd[8:], od[8:]])
+
+
+def test_tolerance_ellipse_is_the_chi_square_contour():
+    from scipy.stats import chi2
+
+    T = np.random.default_rng(2).normal(size=(10, 3)) * [2.0, 1.0, 0.5]
+    lam = np.array([4.0, 1.0, 0.25])
+    ax = plotting.plot_tolerance_ellipse(T, lam, quantile=0.9, labels=ROBPCA_LABELS)
+    xy = ax.lines[0].get_xydata()
+    np.testing.assert_allclose(xy[:, 0] ** 2 / lam[0] + xy[:, 1] ** 2 / lam[1], chi2.ppf(0.9, 2), rtol=1e-12)
+    np.testing.assert_array_equal(_offsets(ax, "regular (6)"), T[:6, :2])
+    assert ax.get_legend() is not None
+
+
+def test_outlier_plots_refuse_bad_input():
+    sd = np.ones(10)
+    for labels, words in ((ROBPCA_LABELS[:9], "one entry per point"), (np.zeros(10, bool), "array of bool"),
+                          (np.array(["regular"] * 9 + ["outlier"]), "outlier"), (np.full(10, 7), "array of int")):
+        with pytest.raises(ValueError, match=words):
+            plotting.plot_outlier_map(sd, sd, 1.0, 1.0, labels)
+    with pytest.raises(ValueError, match="1-D of one length"):
+        plotting.plot_outlier_map(sd, sd[:9], 1.0, 1.0, ROBPCA_LABELS)
+    with pytest.raises(ValueError, match="names must have one entry"):
+        plotting.plot_outlier_map(sd, sd, 1.0, 1.0, ROBPCA_LABELS, names=["a"])
+    with pytest.raises(ValueError, match="sd_cutoff"):
+        plotting.plot_outlier_map(sd, sd, np.nan, 1.0, ROBPCA_LABELS)
+    T = np.ones((10, 2))
+    with pytest.raises(ValueError, match="k >= 2 components"):
+        plotting.plot_tolerance_ellipse(T[:, :1], [1.0])
+    with pytest.raises(ValueError, match="quantile"):
+        plotting.plot_tolerance_ellipse(T, [1.0, 1.0], quantile=1.5)
+    with pytest.raises(ValueError, match="two positive"):
+        plotting.plot_tolerance_ellipse(T, [1.0, 0.0])
+
+
+def test_bsml_plots_refuse_a_batched_state_or_other_features(state, data):
+    X, Y = data
+    with pytest.raises(ValueError, match=f"X must have shape \\(n_samples, {D}\\)"):
+        plotting.plot_bsml_embedding(state, X[:, :3], Y)
+    batched = jax.tree.map(lambda a: jnp.stack([a, a]), state)
+    with pytest.raises(ValueError, match="single fit .* take one restart"):
+        plotting.plot_ard_relevance(batched)
+
+
 def test_matplotlib_imported_lazily():
     code = "import sys, bayeskit.plotting; print('matplotlib' in sys.modules)"
     root = str(Path(__file__).resolve().parents[1])

@@ -486,6 +486,7 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
     TypeError
         If some part of ``obj`` or ``hparams`` cannot be stored; nothing is written.
     """
+    path = _writable(path)
     encoder = _Encoder(classes)
     header = {"format": FORMAT, "format_version": FORMAT_VERSION, "bayeskit_version": str(version),
               "versions": {"jax": jax.__version__, "numpy": np.__version__, "equinox": eqx.__version__},
@@ -495,7 +496,18 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
         header["hparams"] = encoder.encode(hparams, "hparams")
     header["arrays"] = encoder.table
     data = json.dumps(header, allow_nan=False, indent=1).encode("utf-8")
-    return write(Path(path), data, encoder.blobs)
+    return write(path, data, encoder.blobs)
+
+
+def _writable(path) -> Path:
+    """``path`` (``~`` expanded) if a file can be written there, refused by its own name
+    otherwise (the write goes through a hidden temporary file, whose name the OS would give)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'fit.bkz'}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot save to {path}: the folder {path.parent} does not exist")
+    return path
 
 
 def load(path, *, classes: Mapping[str, type]):
@@ -508,7 +520,7 @@ def load(path, *, classes: Mapping[str, type]):
         If the file is not a bayeskit file, is truncated or corrupted, or names a class
         that is not in ``classes``; the message names the file and the bad part.
     """
-    path = Path(path)
+    path = Path(path).expanduser()
     header, arrays = read(path)
     decoder = _Decoder(path, classes, arrays)
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 
+from bayeskit.core.validation import check_int_in, check_positive
+
 
 def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: int = 5, topic_size: int = 10,
                 background_length: int = 60, topic_rate: float = 4.0, exponent: float = 1.0,
@@ -19,12 +21,20 @@ def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: 
     occurrences of each of that topic's words. The ``n_stop_words`` most frequent words are
     stop words and get no counts (text preprocessing removes them, as in the paper's
     corpora). Topic words are drawn among the ranks ``n_stop_words`` .. 20 n_topics
-    topic_size of the law, so that they are also frequent background words."""
+    topic_size of the law (or up to ``n_words``), so that they are also frequent background
+    words; ``n_words`` must leave room for the stop words and every topic's words."""
+    n_documents, n_words = check_int_in("n_documents", n_documents, 1), check_int_in("n_words", n_words, 1)
+    n_topics, topic_size = check_int_in("n_topics", n_topics, 1), check_int_in("topic_size", topic_size, 1)
+    background_length, n_stop_words = check_int_in("background_length", background_length, 0), check_int_in("n_stop_words", n_stop_words, 0)
+    if n_words < n_stop_words + n_topics * topic_size + 1:
+        raise ValueError(f"n_words = {n_words} leaves no room for {n_stop_words} stop words, {n_topics} x {topic_size} topic words "
+                         f"and a background word: it must be at least {n_stop_words + n_topics * topic_size + 1}.")
+    check_positive(topic_rate=topic_rate, exponent=exponent)
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, n_words + 1) ** exponent
     weights[:n_stop_words] = 0.0
     weights /= weights.sum()
-    pool = np.arange(n_stop_words, n_stop_words + 20 * n_topics * topic_size)
+    pool = np.arange(n_stop_words, min(n_words, n_stop_words + 20 * n_topics * topic_size))
     topics = rng.choice(pool, (n_topics, topic_size), replace=False)
     rows = np.repeat(np.arange(n_documents), background_length)
     cols = rng.choice(n_words, n_documents * background_length, p=weights)

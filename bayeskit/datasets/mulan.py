@@ -48,6 +48,8 @@ def load_mulan(name: str, dtype=np.float64) -> tuple[np.ndarray, np.ndarray, np.
     >>> X_train.shape, Y_test.shape
     ((391, 72), (202, 6))
     """
+    if not np.issubdtype(np.dtype(dtype), np.floating):
+        raise ValueError(f"dtype must be a floating dtype (the features are real), got {np.dtype(dtype)}.")
     with _archive(name).open("rb") as f, np.load(f) as d:
         return (
             d["X_train"].astype(dtype),

@@ -47,17 +47,18 @@ def load_rca_simulation() -> dict[str, np.ndarray]:
 
 
 def load_sachs(conditions=(1, 2, 3)) -> np.ndarray:
-    """The raw intensities (n_cells, 11) of the given conditions (1-based ids), stacked in
-    file order.
+    """The raw intensities (n_cells, 11) of the given conditions (1-based ids, or one id),
+    stacked in file order.
 
     Examples
     --------
     >>> load_sachs().shape, load_sachs(range(1, 10)).shape
     ((2666, 11), (7466, 11))
     """
-    conditions = np.asarray(list(conditions))
-    if conditions.size == 0 or np.any((conditions < 1) | (conditions > 14)):
-        raise ValueError(f"conditions must be ids in 1..14; got {conditions.tolist()}.")
+    ids = np.asarray(list(conditions) if np.ndim(conditions) else [conditions])  # one id alone is one condition
+    if ids.size == 0 or ids.dtype.kind not in "iu" or np.any((ids < 1) | (ids > 14)):
+        raise ValueError(f"conditions must be integer ids in 1..14; got {ids.tolist()}.")
+    conditions = ids
     d = _load("sachs")
     return d["X"][np.isin(d["condition"], conditions)]
 

@@ -5,10 +5,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from bayeskit.core.validation import check_int_in, check_positive
+
 # Donoho & Johnstone (1994): bump positions, heights and widths
 BUMP_T = np.array([0.1, 0.13, 0.15, 0.23, 0.25, 0.40, 0.44, 0.65, 0.76, 0.78, 0.81])
 BUMP_H = np.array([4, 5, 3, 4, 5, 4.2, 2.1, 4.3, 3.1, 5.1, 4.2])
 BUMP_W = np.array([0.005, 0.005, 0.006, 0.01, 0.01, 0.03, 0.01, 0.01, 0.005, 0.008, 0.005])
+
+
+def _check(noise=None, **sizes) -> None:
+    """Sizes are integers >= 1 and a noise scale ``noise = (name, value)`` finite and >= 0."""
+    for name, value in sizes.items():
+        check_int_in(name, value, 1)
+    if noise is not None and not (np.isfinite(noise[1]) and noise[1] >= 0):
+        raise ValueError(f"{noise[0]} must be a finite number >= 0, got {noise[1]!r}.")
 
 
 def sinc(x):
@@ -20,6 +30,7 @@ def sinc_datasets(n_sets: int, noise_sd: float, *, n_train: int = 100, n_test: i
     """Tipping's protocol: x ~ U(-10, 10), y = sinc(x) + N(0, noise_sd^2); the test set is
     ``n_test`` equally spaced noise-free points. Returns (X (S, n, 1), y (S, n), X_test
     (n_test, 1), f_test (n_test,))."""
+    _check(("noise_sd", noise_sd), n_sets=n_sets, n_train=n_train, n_test=n_test)
     rng = np.random.default_rng(seed)
     X = rng.uniform(-10, 10, (n_sets, n_train, 1))
     y = sinc(X[..., 0]) + noise_sd * rng.standard_normal((n_sets, n_train))
@@ -36,6 +47,8 @@ def bumps(t):
 def bump_datasets(n_sets: int, snr: float, *, n: int = 120, seed: int = 0):
     """N equally spaced t in [0, 1], y = bumps(t) + N(0, sigma^2) with sigma = sd(f) / snr.
     Returns (X (S, n, 1), y (S, n), f (n,), sigma)."""
+    _check(n_sets=n_sets, n=n)
+    check_positive(snr=snr)
     rng = np.random.default_rng(seed)
     t = np.linspace(0, 1, n)
     f = bumps(t)
@@ -51,6 +64,7 @@ def _regression_sets(rng, draw_X, beta, sigma: float, n_sets: int, n_train: int,
     """Independent training and test sets y = X beta + N(0, sigma^2); the test targets are
     the noise-free X_test beta. Returns (X (S, n, p), y (S, n), X_test (S, n_test, p),
     f_test (S, n_test))."""
+    _check(("sigma", sigma), n_sets=n_sets, n_train=n_train, n_test=n_test)
     X, X_test = draw_X((n_sets, n_train)), draw_X((n_sets, n_test))
     y = X @ beta + sigma * rng.standard_normal((n_sets, n_train))
     return X, y, X_test, X_test @ beta
@@ -61,6 +75,8 @@ def tibshirani_datasets(n_sets: int, sigma: float, *, n_train: int = 50, n_test:
     """Tibshirani's (1996) example as in Helgoy & Li, Simulation 1: beta = (3, 1.5, 0, 0, 2,
     0, 0, 0), x ~ N(0, R) with R_ij = rho^|i - j|. Returns (X, y, X_test, f_test, beta)
     as :func:`_regression_sets`."""
+    if not -1 < rho < 1:
+        raise ValueError(f"rho must be in (-1, 1) (R_ij = rho^|i - j| is a correlation matrix), got {rho!r}.")
     rng = np.random.default_rng(seed)
     p = TIBSHIRANI_BETA.size
     R = rho ** np.abs(np.subtract.outer(np.arange(p), np.arange(p)))

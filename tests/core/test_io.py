@@ -316,6 +316,20 @@ def test_a_failed_save_keeps_the_old_file(tmp_path):
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["good.bkz"]
 
 
+def test_a_path_that_cannot_be_written_is_named_as_given(tmp_path, monkeypatch):
+    """A missing folder or a folder as the file name is refused by the user's path (not
+    the hidden temporary file's) before anything is encoded; ``~`` is the home folder."""
+    with pytest.raises(FileNotFoundError, match=r"cannot save to .*nofolder/x\.bkz: the folder .*nofolder does not exist"):
+        save(tmp_path / "nofolder" / "x.bkz", Box(np.ones(3)))
+    with pytest.raises(IsADirectoryError, match=r"it is a folder"):
+        save(tmp_path, Box(np.ones(3)))
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("HOME", str(tmp_path))
+    written = save("~/home.bkz", Box(np.ones(3)))
+    assert written == tmp_path / "home.bkz" and written.exists()
+    np.testing.assert_array_equal(load("~/home.bkz").a, np.ones(3))
+
+
 def test_a_static_setting_added_since_the_file_was_written_takes_its_default(tmp_path):
     """A file written before ``Box.label`` existed loads with the default; a missing array
     field is still refused."""
