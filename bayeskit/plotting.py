@@ -227,6 +227,14 @@ def _robpca_labels(labels, n: int) -> np.ndarray:
     return labels.astype(str)
 
 
+def _scatter_classes(ax, x, y, labels) -> None:
+    """One scatter per ROBPCA class present, in its colour and marker, named with its count."""
+    for label, (color, marker) in LABEL_STYLES.items():
+        mask = labels == label
+        if mask.any():
+            ax.scatter(x[mask], y[mask], s=18, color=color, marker=marker, label=f"{label} ({mask.sum()})")
+
+
 def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff, labels, *, names=None, ax=None,
                      title=None):
     """ROBPCA's diagnostic plot (Hubert et al. 2005, Figure 2): orthogonal against score
@@ -269,10 +277,7 @@ def plot_outlier_map(score_distances, orthogonal_distances, sd_cutoff, od_cutoff
         if not (np.ndim(cutoff) == 0 and np.isfinite(cutoff) and cutoff >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {cutoff!r}.")
     ax = _axes(ax)
-    for label, (color, marker) in LABEL_STYLES.items():
-        mask = labels == label
-        if mask.any():
-            ax.scatter(sd[mask], od[mask], s=18, color=color, marker=marker, label=f"{label} ({mask.sum()})")
+    _scatter_classes(ax, sd, od, labels)
     ax.axvline(sd_cutoff, color="k", lw=0.8, ls="--")
     if od_cutoff > 0:
         ax.axhline(od_cutoff, color="k", lw=0.8, ls="--")
@@ -324,10 +329,7 @@ def plot_tolerance_ellipse(scores, eigenvalues, *, quantile: float = 0.975, labe
     given = labels is not None
     labels = _robpca_labels(labels, len(T)) if given else np.full(len(T), "regular")
     ax = _axes(ax)
-    for label, (color, marker) in LABEL_STYLES.items():
-        mask = labels == label
-        if mask.any():
-            ax.scatter(T[mask, 0], T[mask, 1], s=18, color=color, marker=marker, label=f"{label} ({mask.sum()})")
+    _scatter_classes(ax, T[:, 0], T[:, 1], labels)
     radius = np.sqrt(chi2.ppf(quantile, 2))
     angle = np.linspace(0, 2 * np.pi, 200)
     l1, l2 = lam[:2]
