@@ -59,7 +59,7 @@ class LFRMLinkPredictor(_LinkPredictor):
         relations make a prior draw hopeless (``bayeskit.relational.lfrm.Hyperparams``).
     num_warmup, num_samples, num_chains : MCMC sizes (chains vectorised).
     random_state : int, RandomState or None
-    progress : bool, default=True
+    progress : bool, default=False
         A bar over the sweeps (off under the ``CI`` environment variable).
 
     ``fit(Y, mask=None, covariates=None)``: ``covariates`` is a dict with any of
@@ -77,7 +77,7 @@ class LFRMLinkPredictor(_LinkPredictor):
     _takes_covariates = True
 
     def __init__(self, n_features_max=16, link="logistic", symmetric=False, init="random", offsets=False, births="prior",
-                 num_warmup=200, num_samples=800, num_chains=1, random_state=None, progress=True):
+                 num_warmup=200, num_samples=800, num_chains=1, random_state=None, progress=False):
         self.n_features_max = n_features_max
         self.link = link
         self.symmetric = symmetric
@@ -135,7 +135,7 @@ class IRMLinkPredictor(_LinkPredictor):
     """
 
     def __init__(self, n_clusters_max=24, symmetric=False, gamma=1.0, beta=1.0, split_merge=1, num_warmup=200,
-                 num_samples=800, num_chains=1, random_state=None, progress=True):
+                 num_samples=800, num_chains=1, random_state=None, progress=False):
         self.n_clusters_max = n_clusters_max
         self.symmetric = symmetric
         self.gamma = gamma

@@ -213,6 +213,21 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     back, in float64. So y at any scale fits in float32; X far from unit scale moves the
     prior's rate with it, and a rate beyond float32 is refused with the scale.
 
+    Parameters
+    ----------
+    num_samples, num_warmup : int, default=15000, 3000
+        Kept draws and warm-up transitions per chain.
+    method : {"gibbs", "nuts"}
+    num_chains : int, default=1
+        Chains, run vectorised.
+    alpha : float, default=0.05
+        The credible intervals are equal-tailed ``1 - alpha``.
+    lambda_prior : (shape, rate), default=(0.1, 0.1)
+        Gamma prior of lambda^2.
+    random_state : int, RandomState or None
+    progress : bool, default=False
+        A bar over the transitions (off under the ``CI`` environment variable).
+
     Attributes
     ----------
     coef_ : (n_features,) posterior medians (the paper's point estimate)
@@ -223,7 +238,7 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, *, num_samples=15000, num_warmup=3000, method="gibbs", num_chains=1, alpha=0.05,
-                 lambda_prior=(0.1, 0.1), random_state=None, progress=True):
+                 lambda_prior=(0.1, 0.1), random_state=None, progress=False):
         self.num_samples = num_samples
         self.num_warmup = num_warmup
         self.method = method

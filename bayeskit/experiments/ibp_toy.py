@@ -84,7 +84,7 @@ def run(out_dir, quick: bool = False, seed: int = 0) -> dict:
     X, Z_true, A_true = ibp_toy_images(k_data, 100, sigma_x=0.5)
     hp = ibp.Hyperparams(k_max=20)
     t = time.perf_counter()
-    s = ibp.sample_posterior(k_mcmc, X, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=CHAINS)
+    s = ibp.sample_posterior(k_mcmc, X, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=CHAINS, progress=True)
     seconds = time.perf_counter() - t
     chains = [{"mean_log_joint": float(np.mean(s["log_joint"][c])), "mean_k_plus": float(np.mean(s["n_features"][c]))}
               for c in range(CHAINS)]

@@ -183,7 +183,7 @@ def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
     if method == "IRM":
         hp = irm.Hyperparams(c_max=k_max, symmetric=symmetric, split_merge=IRM_SPLIT_MERGE)
         s = irm.sample_posterior(key, Y, train, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=chains,
-                                 separate_relations=single)
+                                 separate_relations=single, progress=True)
         probs = [np.asarray(irm.predict_proba(sc, Y, train, hp)) for sc in _chains(s, single)]
         sizes = s["n_clusters"]
     else:
@@ -193,7 +193,7 @@ def _draw(method, key, Y, train, k_max, symmetric, single, sweeps, burn, chains,
         if method == "LFRM w/IRM":
             start = lfrm.irm_start(k_start, Y, train, k_max=k_max, symmetric=symmetric, num_chains=chains, separate_relations=single)
         s = lfrm.sample_posterior(k_run, Y, train, hp, num_warmup=burn, num_samples=sweeps - burn, num_chains=chains,
-                                  init_Z=start, separate_relations=single, covariates=covariates)
+                                  init_Z=start, separate_relations=single, covariates=covariates, progress=True)
         probs = [np.asarray(lfrm.predict_proba(sc, hp, covariates)) for sc in _chains(s, single)]
         sizes = s["n_features"]
     return probs, sizes, s

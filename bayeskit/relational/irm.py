@@ -310,7 +310,7 @@ class IRMGibbs(VectorisedKernel):
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, separate_relations: bool = False,
-                     progress: bool = True) -> dict:
+                     progress: bool = False) -> dict:
     """Run vectorised IRM chains on Y (R, N, N) or (N, N) with training ``mask``; draws
     (chain, draw, ...) of z (cluster labels), n_clusters and log_joint. With
     ``separate_relations`` each relation has its own partition (one vectorised call) and

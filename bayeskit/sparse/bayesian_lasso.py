@@ -184,7 +184,7 @@ def check_problem(X, y):
 
 
 def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: str = "gibbs", num_warmup: int = 3000,
-                     num_samples: int = 15000, num_chains: int = 1, progress: bool = True) -> dict:
+                     num_samples: int = 15000, num_chains: int = 1, progress: bool = False) -> dict:
     """Posterior draws (chain, draw, ...) of beta, sigma2, tau2 and lambda2, by the Gibbs
     sampler or NUTS (the paper's 3,000 burn-in and 15,000 kept draws by default). The
     intercept's draws are ``mean(y) - mean(X) beta`` plus its own noise; not returned.

@@ -299,7 +299,7 @@ def _check(X, hparams: Hyperparams):
 
 def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     progress: bool = True) -> dict[str, Array]:
+                     progress: bool = False) -> dict[str, Array]:
     """Run ``num_chains`` vectorised chains of the collapsed Gibbs sampler.
 
     Returns the draws laid out (chain, draw, ...): ``Z`` (int8, N x k_max), ``alpha``,

@@ -98,7 +98,7 @@ def _full_width(init_Z, n_runs: int, n: int, k_max: int, dtype) -> np.ndarray:
 
 def sample_posterior(key, Y, mask=None, hparams: Hyperparams | None = None, *, num_warmup: int = 200,
                      num_samples: int = 800, num_chains: int = 1, thinning: int = 1, init_Z=None,
-                     covariates=None, separate_relations: bool = False, progress: bool = True) -> dict:
+                     covariates=None, separate_relations: bool = False, progress: bool = False) -> dict:
     """Run ``num_chains`` vectorised LFRM chains on Y (R, N, N) or (N, N).
 
     ``mask`` (same shape, or (N, N) for all relations) marks the cells used for training:
