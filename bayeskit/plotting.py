@@ -96,6 +96,8 @@ def plot_embedding(Z, Y, *, coef=None, label_names=None, ax=None, title=None):
     n_labels = Y.shape[1]
     if label_names is None:
         label_names = [f"label {o}" for o in range(n_labels)]
+    if isinstance(label_names, str):
+        raise ValueError(f"label_names must be a sequence of names, one per label, got the string {label_names!r}.")
     label_names = [str(s) for s in label_names]
     if len(label_names) != n_labels:
         raise ValueError(f"label_names has {len(label_names)} entries for {n_labels} labels.")

@@ -127,6 +127,8 @@ def test_plot_embedding_rejects_bad_shapes():
         plotting.plot_embedding(Z, Y, coef=np.zeros((2, 4)))
     with pytest.raises(ValueError, match="label_names"):
         plotting.plot_embedding(Z, Y, label_names=["only one"])
+    with pytest.raises(ValueError, match="label_names must be a sequence of names"):
+        plotting.plot_embedding(Z, Y, label_names="ab")  # two characters are not two names
 
 
 def test_bsml_embedding_needs_two_components(state, data):

@@ -105,12 +105,14 @@ def pr_figure(curves: dict[str, list[dict]], out_dir, filename: str, title: str,
 
 
 def summary_rows(curves: dict[str, list[dict]]) -> tuple[list, dict]:
-    """Interpolated precision at RECALL_LEVELS: mean (sd) over repetitions per method."""
+    """Interpolated precision at RECALL_LEVELS: mean (sd) over repetitions per method; the
+    value alone (sd None) when there is one repetition."""
     rows, table = [], {}
     for name, reps in curves.items():
         values = np.array([interpolated_precision(c) for c in reps])
-        table[name] = {"mean": values.mean(0).tolist(), "sd": values.std(0).tolist()}
-        rows.append([name] + [f"{m:.3f} ({s:.3f})" for m, s in zip(values.mean(0), values.std(0))])
+        sd = values.std(0) if len(reps) > 1 else None
+        table[name] = {"mean": values.mean(0).tolist(), "sd": None if sd is None else sd.tolist()}
+        rows.append([name] + [f"{m:.3f}" + ("" if sd is None else f" ({s:.3f})") for m, s in zip(values.mean(0), values.std(0))])
     return rows, table
 
 
@@ -129,7 +131,8 @@ def both_sweeps(C: np.ndarray, alphas, noise_variance: float, seconds: dict) -> 
 def report(title: str, curves: dict[str, list[dict]], diagnostics: list[list[dict]], seconds: dict) -> dict:
     """Print the interpolated-precision table and EM/RCA's diagnostics; return the table."""
     rows, table = summary_rows(curves)
-    print_table(f"{title}: interpolated precision at recall r, mean (sd) over subsamples",
+    n = len(next(iter(curves.values())))
+    print_table(f"{title}: interpolated precision at recall r, " + ("mean (sd) over subsamples" if n > 1 else "one subsample"),
                 ["method"] + [f"r >= {r}" for r in RECALL_LEVELS], rows,
                 paper="precision-recall curves only (Figure 3), no numbers to print; its text: EM/RCA above the graphical lasso")
     fits = [d for info in diagnostics for d in info]
