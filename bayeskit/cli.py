@@ -44,7 +44,7 @@ def _folder(text: str) -> str:
 
 def _benchmarks_dir(given: str | None) -> Path | None:
     """The checkout's benchmarks/ folder: ``given``, else ./benchmarks, else the one beside the package."""
-    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[1] / "benchmarks"]
+    candidates = [Path(given).expanduser()] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[1] / "benchmarks"]
     return next((c for c in candidates if (c / "report.py").exists()), None)
 
 
@@ -109,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = commands[args.command]
     if args.command == "bench":
-        if args.benchmarks is not None and folder is None:
-            command.error(f"--benchmarks {args.benchmarks}: no report.py in that folder")
+        if args.benchmarks is not None:  # as parsed (an abbreviation such as --bench=PATH too), not as read before
+            folder = _benchmarks_dir(args.benchmarks)
+            if folder is None:
+                command.error(f"--benchmarks {args.benchmarks}: no report.py in that folder")
         return _bench(command, args, folder)
 
     from bayeskit.experiments import EXPERIMENTS, summary

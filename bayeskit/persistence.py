@@ -39,8 +39,8 @@ def save(path, obj, hparams=None) -> Path:
     Parameters
     ----------
     path : str or Path
-        The file to write (its folder must exist); an existing file is replaced. Any
-        name works; ``.bkz`` is a good suffix.
+        The file to write (its folder must exist; ``~`` is the home folder); an existing
+        file is replaced. Any name works; ``.bkz`` is a good suffix.
     obj
         A fitted estimator of :mod:`bayeskit.estimators`, or a pytree of arrays (NumPy
         or JAX), typed PRNG keys, Python scalars and strings, tuples, lists, dicts, and
@@ -51,7 +51,7 @@ def save(path, obj, hparams=None) -> Path:
     Returns
     -------
     Path
-        ``path``.
+        The file written (``path`` with ``~`` expanded).
 
     Raises
     ------
@@ -59,6 +59,8 @@ def save(path, obj, hparams=None) -> Path:
         If anything in ``obj`` or ``hparams`` cannot be stored safely (a function, an
         optax optimiser given as a parameter, a class that is not bayeskit's, an object
         array of arbitrary objects); nothing is written then.
+    FileNotFoundError, IsADirectoryError
+        If ``path``'s folder does not exist, or ``path`` is a folder.
     """
     from bayeskit import __version__
 

@@ -292,6 +292,9 @@ def test_the_benchmarks_folder_is_taken_in_either_spelling(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["bench", "--report", f"--benchmarks={empty}"])
     assert e.value.code == 2 and "no report.py in that folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # an abbreviation argparse accepts is the same option
+        cli.main(["bench", "--report", f"--bench={empty}"])
+    assert e.value.code == 2 and "no report.py in that folder" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli.main(["bench", "--report", "--benchmarks"])
     assert e.value.code == 2 and "expected one argument" in capsys.readouterr().err

@@ -222,9 +222,9 @@ def test_generators_refuse_bad_arguments_by_name():
     returned empty or wrong data, or failed deep inside NumPy or scipy)."""
     import jax
 
-    from bayeskit.datasets import ibp_toy_images, load_sachs, sinc_datasets, sparse_precision, tibshirani_datasets, zipf_corpus
+    from bayeskit.datasets import grouped_datasets, ibp_toy_images, load_sachs, sinc_datasets, sparse_precision, tibshirani_datasets, zipf_corpus
 
-    assert load_sachs(3).shape == load_sachs([3]).shape  # one id is one condition
+    assert load_sachs(3).shape == load_sachs([3]).shape == load_sachs({3}).shape  # one id is one condition
     for bad in ([1.5], [0], []):
         with pytest.raises(ValueError, match="conditions must be integer ids"):
             load_sachs(bad)
@@ -243,5 +243,9 @@ def test_generators_refuse_bad_arguments_by_name():
     with pytest.raises(ValueError, match="noise_sd"):
         sinc_datasets(2, -0.1)
     np.testing.assert_array_equal(sparse_precision(5, 0), sparse_precision(5, np.random.default_rng(0)))  # a seed is a Generator
+    assert zipf_corpus(20, 200, exponent=0.0)[0].shape == (20, 200)  # a uniform word law
+    with pytest.raises(ValueError, match="group_size must be"):
+        grouped_datasets(2, 3, 0, 5)
+    assert grouped_datasets(2, 3, 2, 0)[0].shape == (2, 50, 6)  # no noise predictors
     with pytest.raises(ValueError, match="floating dtype"):
         load_mulan("emotions", dtype=np.int32)

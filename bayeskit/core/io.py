@@ -472,7 +472,7 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
     Parameters
     ----------
     path : str or Path
-        The file; its folder must exist. An existing file is replaced.
+        The file (``~`` expanded); its folder must exist. An existing file is replaced.
     obj, hparams
         What to store.
     classes : mapping from stable name to class
@@ -485,6 +485,8 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
     ------
     TypeError
         If some part of ``obj`` or ``hparams`` cannot be stored; nothing is written.
+    FileNotFoundError, IsADirectoryError
+        If ``path``'s folder does not exist, or ``path`` is a folder.
     """
     path = _writable(path)
     encoder = _Encoder(classes)

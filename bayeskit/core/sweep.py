@@ -125,7 +125,8 @@ def sweep(
     datasets = tuple(datasets)
     if not isinstance(in_axes, tuple) or len(in_axes) != 2:
         raise ValueError("in_axes must be a pair (axis of the datasets, axis of the hyperparameters), each 0 (batched) or "
-                         f"None, the first possibly a tuple with one entry per data argument; got {in_axes!r}.")
+                         "None, the first possibly a tuple with one entry per data argument, the second a PyTree prefix of the "
+                         f"hyperparameters; got {in_axes!r}.")
     data_axes, hp_axis = in_axes
     if not isinstance(data_axes, tuple):
         data_axes = (data_axes,) * len(datasets)
@@ -133,13 +134,15 @@ def sweep(
         raise ValueError(f"in_axes[0] has {len(data_axes)} entries for {len(datasets)} data arguments.")
     if any(a not in (0, None) for a in data_axes):
         raise ValueError(f"in_axes entries must be 0 or None, got {in_axes}.")
+    hp_batched = _leaf_axes(hparams, hp_axis)  # before unwrapping: a key's shape is that of its key array
     keys, *datasets, hparams = _unwrap_keys((keys, *datasets, hparams))
-    hp_leaves, hp_def = jax.tree.flatten(hparams)
-    hp_batched = _leaf_axes(hparams, hp_axis)
+    hp_leaves, hp_def = jax.tree.flatten(hparams)  # one leaf per key still (its raw data)
     args = (keys, *datasets, [x for x, b in zip(hp_leaves, hp_batched) if b], [x for x, b in zip(hp_leaves, hp_batched) if not b])
     batched = (keys is not None, *(a == 0 for a in data_axes), any(hp_batched), False)
     if not any(batched):
-        raise ValueError("nothing is batched: pass keys, or a data set or hyperparameters with in_axes 0.")
+        shared = " (the hyperparameters' scalar leaves are shared by every element: a batched field needs its batch axis first)"
+        raise ValueError("nothing is batched: pass keys, or a data set or hyperparameters with in_axes 0"
+                         + (shared if hparams is not None and _is_zero(hp_axis) else "") + ".")
 
     n = _batch_size(args, batched)
     n_shards = mesh.devices.size
@@ -190,24 +193,37 @@ def _is_key_data(x) -> bool:
 
 def hparam_axes(hparams: PyTree, *batched: Callable[[PyTree], PyTree]) -> PyTree:
     """An ``in_axes`` entry for :func:`sweep`'s hyperparameters: 0 at the fields each
-    ``batched`` selector picks (as ``eqx.tree_at``'s ``where``), None elsewhere. For a
-    batched field that is not a scalar (a per-feature penalty, say), which axis 0 alone
-    would read as batched too.
+    ``batched`` selector picks (as ``eqx.tree_at``'s ``where``), None elsewhere. Needed
+    where a field that stays shared is not a scalar (a per-feature penalty, say), which
+    axis 0 alone would read as batched too.
 
     ``hparam_axes(hp, lambda h: h.alpha)``
+
+    Raises
+    ------
+    ValueError
+        If a selected field holds no array (None).
     """
     axes = jax.tree.map(lambda _: None, hparams)
     for where in batched:
+        if not jax.tree.leaves(where(hparams)):
+            raise ValueError("hparam_axes: a selected field holds no array to batch (it is None or empty).")
         axes = eqx.tree_at(where, axes, replace_fn=lambda _: 0, is_leaf=lambda x: x is None)
     return axes
 
 
+def _is_zero(axis) -> bool:
+    """``axis`` is the integer 0 (a NumPy integer too, a bool not)."""
+    return isinstance(axis, (int, np.integer)) and not isinstance(axis, (bool, np.bool_)) and axis == 0
+
+
 def _leaf_axes(hparams, axis) -> tuple[bool, ...]:
-    """Per leaf of ``hparams``: batched or not. ``axis`` 0 batches every leaf that is not a
-    scalar, None none, and a PyTree prefix of ``hparams`` gives its subtrees' axes."""
+    """Per leaf of ``hparams`` (a key array is one leaf): batched or not. ``axis`` 0 batches
+    every leaf that is not a scalar, None none, and a PyTree prefix of ``hparams`` gives its
+    subtrees' axes."""
     leaves = jax.tree.leaves(hparams)
-    if axis is None or (type(axis) is int and axis == 0):
-        return tuple(axis == 0 and np.ndim(x) > 0 for x in leaves)
+    if axis is None or _is_zero(axis):
+        return tuple(axis is not None and np.ndim(x) > 0 for x in leaves)
     is_none = lambda x: x is None  # noqa: E731
     prefix = jax.tree.structure(axis, is_leaf=is_none)
     try:
@@ -216,12 +232,12 @@ def _leaf_axes(hparams, axis) -> tuple[bool, ...]:
         raise ValueError(f"in_axes[1] must be 0, None or a PyTree prefix of the hyperparameters with 0 / None leaves: {e}") from None
     flags = []
     for ax, sub in zip(jax.tree.leaves(axis, is_leaf=is_none), subtrees):
-        if not (ax is None or (type(ax) is int and ax == 0)):
+        if not (ax is None or _is_zero(ax)):
             raise ValueError(f"in_axes[1]'s leaves must be 0 or None, got {ax!r}.")
         for x in jax.tree.leaves(sub):
-            if ax == 0 and np.ndim(x) == 0:
+            if ax is not None and np.ndim(x) == 0:
                 raise ValueError("in_axes[1] batches a scalar leaf of the hyperparameters: batched leaves need the batch axis first.")
-            flags.append(ax == 0)
+            flags.append(ax is not None)
     return tuple(flags)
 
 

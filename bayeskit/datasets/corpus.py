@@ -29,7 +29,9 @@ def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: 
     if n_words < n_stop_words + n_topics * topic_size + 1:
         raise ValueError(f"n_words = {n_words} leaves no room for {n_stop_words} stop words, {n_topics} x {topic_size} topic words "
                          f"and a background word: it must be at least {n_stop_words + n_topics * topic_size + 1}.")
-    check_positive(topic_rate=topic_rate, exponent=exponent)
+    check_positive(topic_rate=topic_rate)
+    if not (np.isfinite(exponent) and exponent >= 0):
+        raise ValueError(f"exponent must be a finite number >= 0 (0: every word equally likely), got {exponent!r}.")
     rng = np.random.default_rng(seed)
     weights = 1.0 / np.arange(1, n_words + 1) ** exponent
     weights[:n_stop_words] = 0.0

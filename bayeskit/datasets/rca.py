@@ -55,7 +55,7 @@ def load_sachs(conditions=(1, 2, 3)) -> np.ndarray:
     >>> load_sachs().shape, load_sachs(range(1, 10)).shape
     ((2666, 11), (7466, 11))
     """
-    ids = np.asarray(list(conditions) if np.ndim(conditions) else [conditions])  # one id alone is one condition
+    ids = np.asarray([conditions] if isinstance(conditions, (int, np.integer)) else list(conditions))  # one id alone is one condition
     if ids.size == 0 or ids.dtype.kind not in "iu" or np.any((ids < 1) | (ids > 14)):
         raise ValueError(f"conditions must be integer ids in 1..14; got {ids.tolist()}.")
     conditions = ids

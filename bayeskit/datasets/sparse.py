@@ -92,6 +92,8 @@ def grouped_datasets(n_sets: int, n_groups: int, group_size: int, n_noise: int, 
     Z_g + N(0, 0.01), then ``n_noise`` independent N(0, 1) predictors; beta is ``coef`` on
     the grouped predictors and 0 on the noise ones. Simulation 2 is (3 groups of 5, 25
     noise), Simulation 3 (5 groups of 10, 10 noise). Returns (X, y, X_test, f_test, beta)."""
+    _check(n_groups=n_groups, group_size=group_size)
+    check_int_in("n_noise", n_noise, 0)
     rng = np.random.default_rng(seed)
     n_grouped = n_groups * group_size
     beta = np.concatenate([np.full(n_grouped, coef), np.zeros(n_noise)])

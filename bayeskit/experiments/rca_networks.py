@@ -110,9 +110,9 @@ def summary_rows(curves: dict[str, list[dict]]) -> tuple[list, dict]:
     rows, table = [], {}
     for name, reps in curves.items():
         values = np.array([interpolated_precision(c) for c in reps])
-        sd = values.std(0) if len(reps) > 1 else None
-        table[name] = {"mean": values.mean(0).tolist(), "sd": None if sd is None else sd.tolist()}
-        rows.append([name] + [f"{m:.3f}" + ("" if sd is None else f" ({s:.3f})") for m, s in zip(values.mean(0), values.std(0))])
+        mean, sd = values.mean(0), values.std(0) if len(reps) > 1 else None
+        table[name] = {"mean": mean.tolist(), "sd": None if sd is None else sd.tolist()}
+        rows.append([name] + ([f"{m:.3f}" for m in mean] if sd is None else [f"{m:.3f} ({s:.3f})" for m, s in zip(mean, sd)]))
     return rows, table
 
 

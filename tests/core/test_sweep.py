@@ -103,6 +103,24 @@ def test_one_field_of_the_hyperparameters_swept():
         bayeskit.sweep(fit2, keys, (X,), scalar_shared, in_axes=(0, {"scale": 0, "shift": 0}))
     with pytest.raises(ValueError, match="leaves must be 0 or None"):
         bayeskit.sweep(fit2, keys, (X,), scalar_shared, in_axes=(0, {"scale": 1, "shift": None}))
+    with pytest.raises(ValueError, match="scalar leaves are shared"):  # nothing but scalars: nothing to sweep
+        bayeskit.sweep(lambda h: h["shift"], None, (), {"shift": 2.0})
+    with pytest.raises(ValueError, match="holds no array"):
+        bayeskit.hparam_axes({"scale": None, "shift": 2.0}, lambda h: h["scale"])
+
+
+def test_a_key_among_the_hyperparameters_is_one_leaf():
+    """A scalar key is shared and a batch of keys is batched (by their key shape, not the
+    shape of their raw data); a NumPy 0 is an axis."""
+    scale = jnp.arange(4.0)
+    draw = lambda h: jax.random.normal(h["k"]) * h["s"]  # noqa: E731
+    shared = bayeskit.sweep(draw, None, (), {"s": scale, "k": jax.random.key(1)}, in_axes=((), np.int64(0)))
+    np.testing.assert_allclose(shared.results, jax.random.normal(jax.random.key(1)) * np.arange(4.0), rtol=1e-6)
+    keys = jax.random.split(jax.random.key(2), 4)
+    batched = bayeskit.sweep(draw, None, (), {"s": scale, "k": keys})
+    np.testing.assert_allclose(batched.results, jax.vmap(draw)({"s": scale, "k": keys}), rtol=1e-6)
+    with pytest.raises(ValueError, match="batches a scalar leaf"):
+        bayeskit.sweep(draw, None, (), {"s": scale, "k": jax.random.key(1)}, in_axes=((), {"s": 0, "k": 0}))
 
 
 def test_a_model_swept_over_one_hyperparameter():
