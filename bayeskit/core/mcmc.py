@@ -185,11 +185,12 @@ def _segment(hparams, state, buffer, model_args, start, stop, *, kernel_type, da
     return _transitions(kernel, state, buffer, model_args, start, stop, num_warmup, thinning)
 
 
-# ``_run`` and ``_segment`` as loop programs (``executables.loop_jit``)
-_run_program = executables.loop_jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples",
-                                                           "num_chains", "thinning"))
-_segment_program = executables.loop_jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains",
-                                                                   "thinning"), donate_argnums=(1, 2))
+# ``_run`` and ``_segment`` at XLA's default optimisation level, not as loop programs
+# (``bayeskit.core.xla.loop_program`` says why)
+_run_program = executables.jit(_run, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_samples", "num_chains",
+                                                      "thinning"))
+_segment_program = executables.jit(_segment, static_argnames=("kernel_type", "data_per_chain", "num_warmup", "num_chains",
+                                                              "thinning"), donate_argnums=(1, 2))
 
 
 def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data_per_chain, num_warmup, num_samples, num_chains,

@@ -42,10 +42,16 @@ def loop_program(platform: str, environ=os.environ) -> dict:
 
     On the CPU, LLVM's lighter optimisation level (1 of 3): the loop's time goes to many
     small operations, not to long vectorisable ones, so the lighter pipeline runs it as fast
-    and compiles it in about two thirds of the time (LFRM's small problem: 2.7-3.3 s instead
-    of 4.8 s). Vectorised programs run slower under it, so it is kept to the loops. No
-    options elsewhere (the GPU's kernels were not measured) or when ``XLA_FLAGS`` sets the
-    level itself (the user's choice, or the tests' level 0), which options would override.
+    and compiles it in about half the time (the first fit of ``SBMoERegressor`` on a small
+    problem: 3.1 s against 5.7 s; ``MMSBLinkPredictor`` 1.9 s against 3.9 s). Vectorised
+    programs run slower under it, so it is kept to the loops: the SBMoE and MMSB fits. The
+    MCMC drivers (:mod:`bayeskit.core.mcmc`) compile at the default level: at level 1
+    LLVM's instruction selection aborted the whole process ("Cannot select ...
+    SUBV_BROADCAST_LOAD" in a compare fusion) on the IRM sampler with two chains on six
+    objects, on an AVX-512 CPU, an abort no exception can catch (their first fits compile
+    in 1.5-4.4 s at the default level). No options elsewhere (the GPU's kernels were not
+    measured) or when ``XLA_FLAGS`` sets the level itself (the user's choice, or the tests'
+    level 0), which options would override.
     """
     if platform != "cpu" or LEVEL in environ.get("XLA_FLAGS", ""):
         return {}

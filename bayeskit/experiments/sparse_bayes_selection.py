@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskit.core.executables import loop_jit
+from bayeskit.core.executables import jit
 from bayeskit.datasets import grouped_datasets, tibshirani_datasets
 from bayeskit.experiments.common import print_table, write_json
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
@@ -100,8 +100,8 @@ def _gibbs_chains(keys, X, y, *, num_warmup: int, num_samples: int, keep_draws: 
     return jax.vmap(chain)(keys, X, y)
 
 
-# jitted as the library's MCMC drivers are, a loop program
-_gibbs_program = loop_jit(_gibbs_chains, static_argnames=("num_warmup", "num_samples", "keep_draws"))
+# jitted as the library's MCMC drivers are (bayeskit.core.mcmc)
+_gibbs_program = jit(_gibbs_chains, static_argnames=("num_warmup", "num_samples", "keep_draws"))
 
 
 def bayesian_lasso_batch(key, X, y, X_test, *, num_warmup: int, num_samples: int, keep_draws: bool = False):

@@ -166,3 +166,21 @@ def test_no_split_is_accepted_when_every_label_is_in_use(symmetric):
     n_clusters = np.array([len(np.unique(m)) for m in moved])
     assert np.all(n_clusters <= 3) and np.any(n_clusters == 2)  # no split; some merges
     assert np.all(np.asarray(accepted) == (n_clusters == 2))
+
+
+def test_two_chains_on_six_objects_compile_as_users_get_them(tmp_path):
+    """In a fresh process at the optimisation level users get (the tests run at level 0):
+    at LLVM's lighter level this sampler aborted the process in instruction selection on an
+    AVX-512 CPU (bayeskit.core.xla.loop_program)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import jax, numpy as np\nfrom bayeskit.relational import irm\n"
+            "Y = (np.random.default_rng(1).random((6, 6)) < .5).astype(int)\n"
+            "s = irm.sample_posterior(jax.random.key(0), Y, None, irm.Hyperparams(c_max=6), num_warmup=10, num_samples=20, "
+            "num_chains=2)\nprint(int(np.asarray(s['n_clusters']).min()) >= 1)")
+    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if "optimization_level" not in f)
+    env = {**os.environ, "XLA_FLAGS": flags, "BAYESKIT_CACHE_DIR": str(tmp_path), "BAYESKIT_EXECUTABLE_CACHE": "0"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-1500:]
