@@ -262,10 +262,7 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         X, y = validate(self, X, y, dtype=[np.float64, np.float32], y_numeric=True)
         if X.shape[0] < 3:
             raise ValueError(f"n_samples={X.shape[0]}: at least three samples are needed.")
-        if np.ptp(y) == 0:
-            raise ValueError(f"y is constant ({y[0]} in every sample): the posterior of the noise variance "
-                             "sigma^2 under its prior 1/sigma^2 is improper when every residual can be zero; "
-                             "there is nothing to regress.")
+        bayesian_lasso.check_problem(X, y)  # a constant y, before it is scaled
         X_unit, a = unit_scale(X)
         y_unit, c = unit_scale(y.astype(X.dtype)[:, None])
         r, delta = (float(v) for v in self.lambda_prior)

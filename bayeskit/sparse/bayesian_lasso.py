@@ -38,6 +38,7 @@ from jaxtyping import Array, Float
 
 from bayeskit.core import mcmc, sampling
 from bayeskit.core import progress as _progress
+from bayeskit.core.device import real_dtype
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
 
 
@@ -71,7 +72,10 @@ class State(eqx.Module):
 
 @jax.jit
 def as_data(X, y) -> Data:
+    """The centred problem and its SVD, in X's floating dtype (integer or boolean X in the
+    default float dtype, y with it)."""
     X = jnp.asarray(X)
+    X = X.astype(real_dtype(X.dtype))
     y = jnp.asarray(y, X.dtype)
     Xc, yc = X - X.mean(0), y - y.mean()
     U, s, Vt = jnp.linalg.svd(Xc, full_matrices=False)
@@ -179,8 +183,13 @@ def check_problem(X, y):
     if X.shape[0] < 3:
         raise ValueError(f"at least three samples are needed; got {X.shape[0]}.")
     for name, a in (("X", X), ("y", y)):
+        if a.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric; got dtype {a.dtype}.")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{name} has {int(np.sum(~np.isfinite(a)))} non-finite values.")
+    if np.ptp(y) == 0:
+        raise ValueError(f"y is constant ({y[0]} in every sample): the posterior of the noise variance sigma^2 under "
+                         "its prior 1/sigma^2 is improper when every residual can be zero; there is nothing to regress.")
 
 
 def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: str = "gibbs", num_warmup: int = 3000,

@@ -162,3 +162,20 @@ def test_a_prior_rate_beyond_float32_on_the_scale_of_x_is_refused():
     X, y = rng.standard_normal((20, 3)), rng.standard_normal(20)
     with pytest.raises(ValueError, match="rate of lambda_prior on data at scale .* divide X by a constant"):
         BayesianLassoRegressor(num_samples=10, num_warmup=5).fit((X * 1e20).astype(np.float32), y.astype(np.float32))
+
+
+def test_the_functional_sampler_takes_integer_and_boolean_x_as_numbers():
+    """Integer X gave y X's dtype (y truncated to integers), boolean X NaN draws; they are
+    floats now, the same draws as X given as floats. A constant y and text are refused."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(-3, 4, (30, 3))
+    y = X @ np.array([1.0, -0.5, 0.0]) + 0.3 * rng.normal(size=30)
+    draws = lambda X, y: bl.sample_posterior(jax.random.key(1), X, y, num_warmup=20, num_samples=30)["beta"]  # noqa: E731
+    np.testing.assert_allclose(np.asarray(draws(X, y)), np.asarray(draws(X.astype(float), y)), rtol=1e-12)
+    B = X > 0
+    got = np.asarray(draws(B, y))
+    assert np.isfinite(got).all() and got.dtype == np.asarray(draws(B.astype(float), y)).dtype
+    with pytest.raises(ValueError, match="y is constant"):
+        bl.sample_posterior(jax.random.key(0), X.astype(float), np.ones(30))
+    with pytest.raises(ValueError, match="X must be numeric"):
+        bl.sample_posterior(jax.random.key(0), X.astype(str), y)
