@@ -105,6 +105,7 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Fit
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
         check_same_shape(C, Sigma)
+    check_components(n_components, np.shape(C)[-1])  # static: checked under any transformation
     return _fit(float_arg(C), float_arg(Sigma), n_components)
 
 

@@ -147,6 +147,14 @@ def test_bad_input(kwargs, X, match):
         ROBPCA(**kwargs).fit(X)
 
 
+@pytest.mark.parametrize("alpha", [0.4, 2.0, -1.0, float("nan")])
+def test_the_functional_fit_refuses_an_alpha_outside_its_range(alpha):
+    """alpha >= 1 took h = n (plain PCA, outliers unflagged), NaN failed converting h."""
+    X = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(ValueError, match=r"alpha must be in \[0.5, 1\]"):
+        robpca.fit(jax.random.key(0), X, 2, alpha)
+
+
 @pytest.mark.parametrize("dtype, scale", [(np.float32, 1e-20), (np.float32, 1e20), (np.float64, 1e-150), (np.float64, 1e150)])
 def test_estimator_is_scale_equivariant_far_from_unit_scale(dtype, scale):
     """ROBPCA(a X): the same k, subspace and labels, centre and scores times a, eigenvalues
