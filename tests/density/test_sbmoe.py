@@ -646,3 +646,17 @@ def test_a_rebound_default_optimizer_is_used(monkeypatch):
     X, Y = sbmoe_synthetic_1d(jax.random.key(0), 40)
     sbmoe.fit(jax.random.key(1), X, Y, sbmoe.Hyperparams(n_experts=3, gate_steps=2), max_iter=2)
     assert captured["optimizer"] is frozen
+
+
+def test_the_predictive_refuses_inputs_it_cannot_read():
+    """NaN inputs gave a finite log-density and a wrong column count a raw dot_general error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 1))
+    Y = np.sin(X) + 0.1 * rng.normal(size=(30, 1))
+    hp = sbmoe.Hyperparams(n_experts=3, gate_steps=3)
+    state = sbmoe.fit(jax.random.key(0), X, Y, hp, max_iter=2).state
+    with pytest.raises(ValueError, match="non-finite"):
+        sbmoe.predictive(jax.random.key(1), state, np.array([[0.0], [np.nan]]), hp)
+    with pytest.raises(ValueError, match=r"X must have shape \(m, 1\)"):
+        sbmoe.predictive(jax.random.key(1), state, np.ones((3, 2)), hp)
+    assert sbmoe.predictive(jax.random.key(1), state, np.array([0.5]), hp, n_gate=4, n_draws=4).mean.shape == (1, 1)

@@ -19,12 +19,14 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from bayeskit.core.chunks import map_blocks
 from bayeskit.core.linalg import pairwise_sqdist, spd_inverse
 from bayeskit.core.loop import as_arrays
 from bayeskit.core.sampling import flat
+from bayeskit.core.validation import check_real, is_concrete
 from bayeskit.density.mixture import Mixture
 from bayeskit.density.sbmoe.gate import bartlett, log_gamma_groups, log_gammas
 from bayeskit.density.sbmoe.inference import State
@@ -102,7 +104,12 @@ def predictive(
     hyperparameters only q(Lambda)'s degrees of freedom enter, as a traced value: fits
     with other settings share one compiled predictive.
     """
-    eta_q = as_arrays(hparams.gate_dofs(state.data.X.shape[1])[1], state.data.X.dtype)
+    dx = state.data.X.shape[-1]
+    if is_concrete(X):
+        X = check_real(jnp.atleast_2d(X) if isinstance(X, jax.Array) else np.atleast_2d(X), "X")  # names NaN / inf rows
+    if jnp.ndim(X) > 2 or jnp.shape(jnp.atleast_2d(X))[-1] != dx:
+        raise ValueError(f"X must have shape (m, {dx}) for a fit on {dx} input(s), got {jnp.shape(X)}.")
+    eta_q = as_arrays(hparams.gate_dofs(dx)[1], state.data.X.dtype)
     return _predictive(key, state, X, eta_q, n_gate=n_gate, n_draws=n_draws, chunk_size=chunk_size, plug_in=plug_in)
 
 
