@@ -339,6 +339,11 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     (give exactly one). Host-driven: the sizes of the surviving blocks are data-dependent,
     so each solve runs on a block padded to a power of two (few compiled shapes).
 
+    The solves run on the data divided by s = :func:`data_scale` (unit mean variance: the
+    barrier weight ``beta`` and the tolerances are absolute, so the same data in other units
+    found other, or empty, components); ``alpha`` is in the data's units, and so are the
+    penalties, explained variances and mean returned.
+
     Returns a :class:`~bayeskit.core.status.FitResult` (NumPy leaves) whose state is the
     :class:`Components` and whose objective is their total explained variance."""
     if (cardinality is None) == (alpha is None):
@@ -348,8 +353,19 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     if not (np.isscalar(threshold) and np.isfinite(threshold) and 0 <= threshold < 1):
         raise ValueError(f"threshold must be in [0, 1) (loadings below threshold times the largest are set to 0), "
                          f"got {threshold!r}.")
-    moments = Moments(data)
-    p = moments.variances.shape[0]
+    if len(np.shape(data)) != 2:
+        raise ValueError(f"data must be a matrix (n_samples, n_features), got shape {np.shape(data)}.")
+    p = data.shape[1]
+    if cardinality is not None:
+        check_int_in("cardinality", cardinality, 1, p)
+    elif not (np.isscalar(alpha) and np.isfinite(alpha) and alpha >= 0):
+        raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
+    values = data.data if hasattr(data, "multiply") else np.asarray(data)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"data has {int(np.sum(~np.isfinite(values)))} non-finite values.")
+    s = data_scale(data)
+    moments = Moments(data / s)
+    alpha = None if alpha is None else alpha / s / s
     options = dict(max_features=int(max_features), beta=float(beta), max_iter=int(max_iter), threshold=float(threshold))
     V, alphas, kept, explained = np.zeros((p, 0)), [], [], []
     for _ in range(n_components):
@@ -364,10 +380,11 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
         V = np.c_[V, v]
         alphas.append(lam)
         kept.append(n_kept)
-    components = Components(V.T, np.array(alphas), np.array(kept), np.array(explained), moments.mean)
-    total = np.sum(components.explained_variance)
-    status = Status.successful if np.isfinite(total) and np.all(np.isfinite(V)) else Status.nonfinite
-    return FitResult(components, np.array([total]), np.asarray(0), status)
+    explained = np.array(explained)
+    status = Status.successful if np.all(np.isfinite(explained)) and np.all(np.isfinite(V)) else Status.nonfinite
+    with np.errstate(over="ignore"):  # beyond float64 in the data's units: the caller says so (SparsePCA does)
+        components = Components(V.T, np.array(alphas) * s * s, np.array(kept), explained * s * s, moments.mean * s)
+    return FitResult(components, np.array([np.sum(components.explained_variance)]), np.asarray(0), status)
 
 
 __all__ = ["Hyperparams", "Components", "fit_components", "Moments", "Deflated", "component_at", "search_penalty", "State", "init", "update",

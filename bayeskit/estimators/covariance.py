@@ -392,18 +392,16 @@ class SparsePCA(OneCallAtATime, ClassNamePrefixFeaturesOutMixin, TransformerMixi
             glasso.check_alpha(self.alpha)
         else:
             cardinality = min(5, p)
-        s = sparse_pca.data_scale(X)
-        alpha = None if self.alpha is None else float(self.alpha) / s / s
-        with jax.enable_x64(True):
-            result = sparse_pca.fit_components(X / s, self.n_components, cardinality=cardinality, alpha=alpha,
+        alpha = None if self.alpha is None else float(self.alpha)
+        with jax.enable_x64(True):  # fit_components works on X / data_scale(X)
+            result = sparse_pca.fit_components(X, self.n_components, cardinality=cardinality, alpha=alpha,
                                                max_features=self.max_features, beta=self.beta, max_iter=self.max_iter,
                                                threshold=self.threshold)
         r = finish(result, "SparsePCA").state
-        with np.errstate(over="ignore"):
-            variances = r.explained_variance * s * s
-        out_of_range(variances, s, np.float64, "the explained variance")
+        s = sparse_pca.data_scale(X)
+        out_of_range(r.explained_variance, s, np.float64, "the explained variance")
         self.components_, self.n_features_kept_ = r.components, r.n_features_kept
-        self.alphas_, self.explained_variance_, self.mean_ = r.alphas * s * s, variances, r.mean * s
+        self.alphas_, self.explained_variance_, self.mean_ = r.alphas, r.explained_variance, r.mean
         self.scale_ = s
         return self
 

@@ -203,3 +203,32 @@ def test_an_integer_covariance_fits_as_its_float_copy():
     hp = sparse_pca.Hyperparams(40.0, 0.5)
     got, want = sparse_pca.fit(S, hp, max_iter=20), sparse_pca.fit(S.astype(float), hp, max_iter=20)
     np.testing.assert_allclose(np.asarray(got.state.X), np.asarray(want.state.X), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("a", [0.01, 1.0, 3.0, 10.0, 100.0])
+def test_functional_components_do_not_depend_on_the_units_of_the_data(a):
+    """Under the float32 defaults too: at a = 3 or 10 the component came out empty (the
+    barrier weight and tolerances are absolute), at 100 with five features."""
+    rng = np.random.default_rng(0)
+    Z = rng.standard_normal((50, 8))
+    Z[:, 2] += 2 * Z[:, 0]
+    Z[:, 5] += 2 * Z[:, 0]
+    with jax.enable_x64(False):
+        r = sparse_pca.fit_components(a * Z, 1, cardinality=3)
+    assert set(np.nonzero(r.state.components[0])[0]) == {0, 2, 5}
+    np.testing.assert_allclose(r.state.explained_variance / a**2, sparse_pca.fit_components(Z, 1, cardinality=3).state.explained_variance,
+                               rtol=1e-4)
+
+
+def test_functional_bad_input_is_refused():
+    X = np.random.default_rng(0).standard_normal((20, 4))
+    for kwargs, match in (({"cardinality": 5}, "cardinality must be between 1 and 4"), ({"cardinality": 0}, "cardinality"),
+                          ({"alpha": -1.0}, "alpha must be finite"), ({"alpha": float("nan")}, "alpha must be finite")):
+        with pytest.raises(ValueError, match=match):
+            sparse_pca.fit_components(X, 1, **kwargs)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="1 non-finite"):
+        sparse_pca.fit_components(bad, 1, cardinality=2)
+    with pytest.raises(ValueError, match="must be a matrix"):
+        sparse_pca.fit_components(X[:, 0], 1, cardinality=2)
