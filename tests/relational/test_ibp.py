@@ -245,3 +245,10 @@ def test_vectorised_chains_make_their_lapack_calls_one_at_a_time():
 def test_bad_input(X, hp, match):
     with pytest.raises(ValueError, match=match):
         ibp.sample_posterior(jax.random.key(0), X, hp, num_warmup=1, num_samples=1)
+
+
+def test_data_beyond_float32_on_its_scale_are_refused_by_name():
+    """X at 1e20 in float32 ran to NaN sigma_x and log joint without a word."""
+    X = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32) * np.float32(1e20)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="X is at scale .*float32 holds; divide X"):
+        ibp.sample_posterior(jax.random.key(0), X, lg.Hyperparams(k_max=4), num_warmup=1, num_samples=1)

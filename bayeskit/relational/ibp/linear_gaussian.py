@@ -52,6 +52,7 @@ from jaxtyping import Array, Float, PRNGKeyArray
 from bayeskit.core import mcmc, sampling, validation
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
 from bayeskit.core.notices import warn
+from bayeskit.core.scaling import check_products_in_range
 from bayeskit.relational.ibp import prior
 
 
@@ -287,8 +288,11 @@ def _check(X, hparams: Hyperparams):
         X = X.astype(jnp.result_type(float))
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a non-empty 2-D array (n_objects, n_dims); got shape {X.shape}.")
-    if validation.is_concrete(X) and not np.isfinite(np.asarray(X)).all():
-        raise ValueError("X has non-finite entries.")
+    if validation.is_concrete(X):
+        if not np.isfinite(np.asarray(X)).all():
+            raise ValueError("X has non-finite entries.")
+        check_products_in_range("X", X, X.dtype, "divide X by a constant near its scale (the priors of sigma_x and sigma_a "
+                                "are in X's units)")  # in float32 X at 1e20 ran to NaN draws
     if hparams.k_max < 1 or hparams.k_new_max < 1:
         raise ValueError(f"k_max and k_new_max must be at least 1; got {hparams.k_max} and {hparams.k_new_max}.")
     for name in ("alpha_prior", "sigma_x_prior", "sigma_a_prior"):
