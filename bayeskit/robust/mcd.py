@@ -465,6 +465,12 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
         check_int_in("h", h, default_h(n, p), n)
         check_int_in("n_starts", n_starts, 1)
     X = call_arg(X)
+    if is_concrete(X):
+        scale = unit_scale(np.asarray(X))[1]
+        if scale * scale < np.finfo(X.dtype).tiny:  # the covariance, s^2 times that of X / s, would be 0
+            raise ValueError(f"the covariance of data at scale {scale:.3g} would be at {scale:.3g}^2, below what {X.dtype} "
+                             "holds; multiply the data by a constant nearer their scale (the estimates scale with it), "
+                             "or fit in float64 (jax_enable_x64).")
     return fit_core(key, X, call_arg(h, jnp.int32), call_arg(factors, X.dtype), n_starts, n_best, max_steps,
                     conventions, initial)
 

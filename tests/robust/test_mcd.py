@@ -391,3 +391,10 @@ def test_estimator_takes_robustbase_conventions():
     np.testing.assert_allclose(est.covariance_, np.asarray(ref.covariance), rtol=1e-8)
     with pytest.raises(ValueError, match="conventions"):
         MinCovDet(conventions="R").fit(X)
+
+
+def test_the_functional_fit_refuses_a_covariance_below_float32():
+    """Data at 1e-20 in float32: the covariance (1e-40) came back exactly 0, status converged."""
+    X = _contaminated(n=40, p=2, seed=3).astype(np.float32) * np.float32(1e-20)
+    with jax.enable_x64(False), pytest.raises(ValueError, match="below what float32 holds"):
+        mcd.fit(jax.random.key(0), X, n_starts=10)
