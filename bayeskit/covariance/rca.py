@@ -331,8 +331,8 @@ def check_covariance(A, name: str, *, definite: bool = True) -> None:
     A = np.asarray(A)
     eps = np.finfo(A.dtype if np.issubdtype(A.dtype, np.floating) else np.float64).eps
     A = A.astype(np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be a square matrix; got shape {A.shape}.")
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix; got shape {A.shape}.")
     if not np.all(np.isfinite(A)):
         raise ValueError(f"{name} has {int(np.sum(~np.isfinite(A)))} non-finite entries.")
     scale = max(float(np.abs(A).max()), np.finfo(float).tiny)

@@ -42,7 +42,7 @@ from bayeskit.core import loop
 from bayeskit.core.device import as_array, float_arg
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
-from bayeskit.core.validation import check_int_in
+from bayeskit.core.validation import check_int_in, is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
@@ -153,6 +153,8 @@ def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, i
     ``max_iter``: new penalties and data compile nothing; vmappable over both."""
     loop.check_tol(tol)
     loop.check_throw(throw)
+    if is_concrete(Sigma, hparams):
+        check_problem(Sigma, hparams)
     Sigma = float_arg(Sigma)
     return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)
@@ -331,6 +333,20 @@ class Components(eqx.Module):
 
 
 @host_blas()
+def check_problem(Sigma, hparams: Hyperparams) -> None:
+    """A finite, symmetric, non-empty (n, n) covariance and a penalty that is finite and >= 0."""
+    A = np.asarray(Sigma)
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
+        raise ValueError(f"Sigma must be a non-empty square matrix; got shape {A.shape}.")
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"Sigma has {int(np.sum(~np.isfinite(A)))} non-finite entries.")
+    if not is_symmetric(A.astype(np.float64)):
+        raise ValueError("Sigma must be symmetric (a covariance).")
+    lam = np.asarray(hparams.lam, dtype=float)
+    if not (np.all(np.isfinite(lam)) and np.all(lam >= 0)):
+        raise ValueError(f"lam must be finite and >= 0; got {hparams.lam!r}.")
+
+
 def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
                    max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> FitResult:
     """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),

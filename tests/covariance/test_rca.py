@@ -169,6 +169,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="noise_variance"):
         EMRCA(noise_variance=0.0).fit(Y)
     C = np.cov(Y, rowvar=False)
+    with pytest.raises(ValueError, match="non-empty square"):
+        rca.fit(np.zeros((0, 0)), np.zeros((0, 0)))
     for k in (-1, 0, 9, 2.0):  # Python slicing took -1 as p - 1 columns and 9 as all of them
         with pytest.raises(ValueError, match=r"n_components must be an int in \[1, 8\]"):
             rca.fit(C, Sigma, k)

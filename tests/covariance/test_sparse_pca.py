@@ -232,3 +232,15 @@ def test_functional_bad_input_is_refused():
         sparse_pca.fit_components(bad, 1, cardinality=2)
     with pytest.raises(ValueError, match="must be a matrix"):
         sparse_pca.fit_components(X[:, 0], 1, cardinality=2)
+
+
+def test_the_bca_fit_refuses_what_is_not_a_covariance():
+    """A 0 x 0, a non-square or an asymmetric Sigma and a negative penalty raised raw
+    NumPy or JAX errors, or ran."""
+    hp = sparse_pca.Hyperparams(0.1)
+    for Sigma, match in ((np.zeros((0, 0)), "non-empty square"), (np.ones((2, 3)), "non-empty square"),
+                         (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"), (np.array([[1.0, np.nan], [np.nan, 1.0]]), "non-finite")):
+        with pytest.raises(ValueError, match=match):
+            sparse_pca.fit(Sigma, hp)
+    with pytest.raises(ValueError, match="lam must be finite"):
+        sparse_pca.fit(np.eye(3), sparse_pca.Hyperparams(-1.0))
