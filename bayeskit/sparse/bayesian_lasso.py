@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from bayeskit.core import mcmc, sampling
+from bayeskit.core import mcmc, sampling, validation
 from bayeskit.core import progress as _progress
 from bayeskit.core.device import real_dtype
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
@@ -187,7 +187,9 @@ def check_problem(X, y):
             raise ValueError(f"{name} must be numeric; got dtype {a.dtype}.")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{name} has {int(np.sum(~np.isfinite(a)))} non-finite values.")
-    if np.ptp(y) == 0:
+    if np.all(X == X[:1]):  # np.ptp refuses booleans
+        raise ValueError("every column of X is constant: after centring there is nothing to regress on.")
+    if np.all(y == y[0]):
         raise ValueError(f"y is constant ({y[0]} in every sample): the posterior of the noise variance sigma^2 under "
                          "its prior 1/sigma^2 is improper when every residual can be zero; there is nothing to regress.")
 
@@ -202,6 +204,11 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     check_problem(X, y)
     if method not in ("gibbs", "nuts"):
         raise ValueError(f"method must be 'gibbs' or 'nuts'; got {method!r}.")
+    if np.shape(hparams.lambda_prior) != (2,) or not all(np.isfinite(v) and v > 0 for v in np.asarray(hparams.lambda_prior, float)):
+        raise ValueError(f"lambda_prior must be a pair (shape r, rate delta) of positive numbers; got {hparams.lambda_prior!r}.")
+    validation.check_int_in("num_warmup", num_warmup, 0)
+    validation.check_int_in("num_samples", num_samples, 1)
+    validation.check_int_in("num_chains", num_chains, 1)
     data = as_data(X, y)
     if method == "gibbs":
         return run_chains(BayesianLassoGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,

@@ -419,6 +419,8 @@ def check_problem(Phi, y):
         raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {Phi.shape} and {y.shape}.")
     if Phi.shape[0] != y.shape[0]:
         raise ValueError(f"Phi has {Phi.shape[0]} rows but y has {y.shape[0]} values.")
+    if Phi.shape[1] == 0:
+        raise ValueError("Phi has no basis functions (0 columns).")
     if y.shape[0] < 2:
         raise ValueError(f"at least two samples are needed; got {y.shape[0]}.")
 

@@ -179,3 +179,14 @@ def test_the_functional_sampler_takes_integer_and_boolean_x_as_numbers():
         bl.sample_posterior(jax.random.key(0), X.astype(float), np.ones(30))
     with pytest.raises(ValueError, match="X must be numeric"):
         bl.sample_posterior(jax.random.key(0), X.astype(str), y)
+
+
+def test_the_functional_sampler_checks_its_settings_and_a_constant_x():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 3)), rng.normal(size=20)
+    for kwargs, match in (({"hparams": bl.Hyperparams(lambda_prior=(-1.0, 0.1))}, "lambda_prior"), ({"num_samples": 0}, "num_samples"),
+                          ({"num_chains": 0}, "num_chains")):
+        with pytest.raises(ValueError, match=match):
+            bl.sample_posterior(jax.random.key(0), X, y, **kwargs)
+    with pytest.raises(ValueError, match="every column of X is constant"):  # the Gibbs sampler asked to rescale, NUTS ran
+        BayesianLassoRegressor(num_warmup=5, num_samples=5).fit(np.ones((20, 3)), y)

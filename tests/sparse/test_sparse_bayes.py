@@ -178,6 +178,8 @@ def test_bad_input_is_refused():
         sb.fit(np.asarray(Phi).astype(str), y)
     with pytest.raises(ValueError, match="y must be a real numeric array; got dtype complex"):
         sb.fit(Phi, y + 0j)
+    with pytest.raises(ValueError, match="no basis functions"):  # argmax of an empty sequence before
+        sb.fit(np.zeros((10, 0)), y)
 
 
 def test_an_integer_basis_fits_as_its_float_values():
