@@ -49,7 +49,9 @@ def loop_program(platform: str, environ=os.environ) -> dict:
     LLVM's instruction selection aborted the whole process ("Cannot select ...
     SUBV_BROADCAST_LOAD" in a compare fusion) on the IRM sampler with two chains on six
     objects, on an AVX-512 CPU, an abort no exception can catch (their first fits compile
-    in 1.5-4.4 s at the default level). No options elsewhere (the GPU's kernels were not
+    in 1.5-4.4 s at the default level). The SBMoE fit over 48 small shapes (2-6 experts,
+    1-3 inputs, 5-12 points) and the MMSB fit over 40 (2-6 blocks, 5-12 objects, directed
+    and symmetric) compiled and ran at level 1 on that CPU. No options elsewhere (the GPU's kernels were not
     measured) or when ``XLA_FLAGS`` sets the level itself (the user's choice, or the tests'
     level 0), which options would override.
     """
