@@ -286,8 +286,8 @@ def _initialize_lapack() -> None:
 
 
 def loop_jit(fun, /, **kwargs):
-    """:func:`jit` of a program that is one long loop of small steps (a sampler's or a
-    fit's sweeps), with the compiler options of loop programs
+    """:func:`jit` of a program that is one long loop of small steps (the SBMoE and MMSB
+    fits' sweeps), with the compiler options of loop programs
     (:func:`bayeskit.core.xla.loop_program`) of the backend that runs each call, chosen at
     the call so that importing a module starts no backend. ``program(platform)`` is the
     :func:`jit` of one platform."""

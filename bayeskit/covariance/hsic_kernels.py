@@ -71,12 +71,14 @@ def middle_squared_distances(x: Float[Array, "m d"]) -> tuple[Array, Array, Arra
 
     One feature: sort x and select among the sorted differences by bisection, O(m log m)
     time and O(m) memory per step (about 64 steps), so all m(m-1)/2 pairs count even for
-    m ~ 10^5. Several features: sort the m^2 squared distances (O(m^2) memory); a squared
-    distance below (64 eps)^2 sum_k max_i x_ik^2 counts as 0. Inside a compiled program XLA
+    m ~ 10^5. Several features: sort the m^2 squared distances (O(m^2) memory); in floating
+    point a squared distance below (4 eps)^2 sum_k range_k^2 (range_k the spread of feature
+    k, so an offset of the data does not matter) counts as 0. Inside a compiled program XLA
     fuses the operations that made ``x`` (the centring of :func:`bayeskit.covariance.hsic.standardised`)
-    into the differences and may round x_i differently in its two places, so equal points
-    came out 1e-16 apart and the pairs of a repeated point counted as distinct (with a third
-    of the points at one value, the bandwidth fell from 0.43 to 0.16).
+    into the differences and may round x_i differently in its two places, by an ulp, so
+    equal points came out 1e-16 apart and the pairs of a repeated point counted as distinct
+    (with a third of the points at one value, the bandwidth fell from 0.43 to 0.16). An
+    optimisation barrier before the differences does not stop it: XLA removes the barrier.
     """
     m = x.shape[0]
     if x.shape[1] == 1:
@@ -87,7 +89,10 @@ def middle_squared_distances(x: Float[Array, "m d"]) -> tuple[Array, Array, Arra
         middle = jax.vmap(lambda k: _kth_pair_difference(s, k))(jnp.maximum(ranks, 0)) ** 2
     else:
         d2 = squared_distances(x)
-        nonzero = d2 > (64 * jnp.finfo(x.dtype).eps) ** 2 * jnp.sum(jnp.max(x**2, axis=0))
+        ties = 0.0
+        if jnp.issubdtype(x.dtype, jnp.inexact):  # integers differ exactly
+            ties = (4 * jnp.finfo(x.dtype).eps) ** 2 * jnp.sum((jnp.max(x, axis=0) - jnp.min(x, axis=0)) ** 2)
+        nonzero = d2 > ties
         n_nonzero = jnp.sum(nonzero) // 2  # each pair appears twice in the symmetric matrix
         ordered = jnp.sort(jnp.where(nonzero, d2, jnp.inf).ravel())
         middle = ordered[2 * jnp.maximum(jnp.stack([(n_nonzero - 1) // 2, n_nonzero // 2]), 0)]

@@ -36,6 +36,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse
 from jaxtyping import Array, Float
 
 from bayeskit.core import loop
@@ -185,7 +186,7 @@ def feature_variances(X) -> np.ndarray:
     """Per-feature variances E[x^2] - E[x]^2 (divisor n) of a dense array or a scipy.sparse
     matrix, without densifying or centring it."""
     n = X.shape[0]
-    if hasattr(X, "multiply"):
+    if scipy.sparse.issparse(X):
         mean = np.asarray(X.mean(0)).ravel()
         square = np.asarray(X.multiply(X).sum(0)).ravel() / n
     else:
@@ -201,7 +202,7 @@ def data_scale(X) -> float:
     mean variance whatever X's scale or offset, so the components of X / s do not depend on
     them (the barrier weight beta and the tolerances are absolute)."""
     n, p = X.shape
-    values = (X.data if hasattr(X, "multiply") else np.asarray(X)).ravel()
+    values = (X.data if scipy.sparse.issparse(X) else np.asarray(X)).ravel()
     power = float(power_of_two(np.asarray(np.max(np.abs(values)) if values.size else 0.0)))
     unit = values / power
     means = np.asarray(X.sum(0), dtype=np.float64).ravel() / (n * power)
@@ -332,7 +333,6 @@ class Components(eqx.Module):
     mean: np.ndarray
 
 
-@host_blas()
 def check_problem(Sigma, hparams: Hyperparams) -> None:
     """A finite, symmetric, non-empty (n, n) covariance and a penalty that is finite and >= 0."""
     A = np.asarray(Sigma)
@@ -347,6 +347,7 @@ def check_problem(Sigma, hparams: Hyperparams) -> None:
         raise ValueError(f"lam must be finite and >= 0; got {hparams.lam!r}.")
 
 
+@host_blas()
 def fit_components(data, n_components: int, *, cardinality: int | None = None, alpha: float | None = None,
                    max_features: int = 2000, beta: float = 1e-4, max_iter: int = 20, threshold: float = 1e-3) -> FitResult:
     """``n_components`` sparse components of a dense or scipy.sparse data matrix (n, p),
@@ -358,7 +359,9 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     The solves run on the data divided by s = :func:`data_scale` (unit mean variance: the
     barrier weight ``beta`` and the tolerances are absolute, so the same data in other units
     found other, or empty, components); ``alpha`` is in the data's units, and so are the
-    penalties, explained variances and mean returned.
+    penalties, explained variances and mean returned. The status judges the solution on the
+    unit scale: explained variances beyond float64 in the data's units come back inf (the
+    caller says so; :class:`~bayeskit.estimators.SparsePCA` does).
 
     Returns a :class:`~bayeskit.core.status.FitResult` (NumPy leaves) whose state is the
     :class:`Components` and whose objective is their total explained variance."""
@@ -369,14 +372,17 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     if not (np.isscalar(threshold) and np.isfinite(threshold) and 0 <= threshold < 1):
         raise ValueError(f"threshold must be in [0, 1) (loadings below threshold times the largest are set to 0), "
                          f"got {threshold!r}.")
-    if len(np.shape(data)) != 2:
-        raise ValueError(f"data must be a matrix (n_samples, n_features), got shape {np.shape(data)}.")
+    if not scipy.sparse.issparse(data):
+        data = np.asarray(data)  # a DataFrame too
+    if len(data.shape) != 2:
+        raise ValueError(f"data must be a matrix (n_samples, n_features), got shape {data.shape}.")
     p = data.shape[1]
     if cardinality is not None:
         check_int_in("cardinality", cardinality, 1, p)
-    elif not (np.isscalar(alpha) and np.isfinite(alpha) and alpha >= 0):
+    elif not (np.ndim(alpha) == 0 and np.isfinite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
-    values = data.data if hasattr(data, "multiply") else np.asarray(data)
+    alpha = None if alpha is None else float(alpha)
+    values = data.data if scipy.sparse.issparse(data) else data
     if not np.all(np.isfinite(values)):
         raise ValueError(f"data has {int(np.sum(~np.isfinite(values)))} non-finite values.")
     s = data_scale(data)

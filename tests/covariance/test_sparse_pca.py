@@ -244,3 +244,12 @@ def test_the_bca_fit_refuses_what_is_not_a_covariance():
             sparse_pca.fit(Sigma, hp)
     with pytest.raises(ValueError, match="lam must be finite"):
         sparse_pca.fit(np.eye(3), sparse_pca.Hyperparams(-1.0))
+
+
+def test_functional_components_of_a_data_frame_equal_those_of_its_array():
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(1).standard_normal((30, 5))
+    X[:, 3] += 2 * X[:, 0]
+    got = sparse_pca.fit_components(pd.DataFrame(X), 1, alpha=np.float64(0.5)).state
+    want = sparse_pca.fit_components(X, 1, alpha=0.5).state
+    np.testing.assert_array_equal(got.components, want.components)

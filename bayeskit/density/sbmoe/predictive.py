@@ -105,10 +105,11 @@ def predictive(
     with other settings share one compiled predictive.
     """
     dx = state.data.X.shape[-1]
-    if is_concrete(X):
-        X = check_real(jnp.atleast_2d(X) if isinstance(X, jax.Array) else np.atleast_2d(X), "X")  # names NaN / inf rows
-    if jnp.ndim(X) > 2 or jnp.shape(jnp.atleast_2d(X))[-1] != dx:
-        raise ValueError(f"X must have shape (m, {dx}) for a fit on {dx} input(s), got {jnp.shape(X)}.")
+    shape = np.shape(X) if np.ndim(X) == 2 else (1, *np.shape(X))  # one input as a vector
+    if len(shape) != 2 or shape[-1] != dx:
+        raise ValueError(f"X must have shape (m, {dx}) for a fit on {dx} input(s), got {np.shape(X)}.")
+    if is_concrete(X) and not isinstance(X, jax.Array):  # a JAX array stays on its device (the estimator checked it)
+        X = check_real(np.reshape(X, shape), "X")  # names NaN / inf entries
     eta_q = as_arrays(hparams.gate_dofs(dx)[1], state.data.X.dtype)
     return _predictive(key, state, X, eta_q, n_gate=n_gate, n_draws=n_draws, chunk_size=chunk_size, plug_in=plug_in)
 
