@@ -211,12 +211,13 @@ def _run_in_segments(hparams, key, model_args, init_params, *, kernel_type, data
     return _layout(buffer, num_chains)
 
 
-def diagnostics(samples: dict, names) -> dict:
+def diagnostics(samples: dict, names=None) -> dict:
     """Split R-hat and effective sample size of the named scalar draws (chain, draw), e.g.
-    the log joint and K+; with one chain R-hat is NaN, and both are NaN for constant draws
-    or fewer than four draws per chain."""
+    the log joint and K+ (default: every scalar draw of ``samples``, those laid out (chain,
+    draw)); with one chain R-hat is NaN, and both are NaN for constant draws or fewer than
+    four draws per chain."""
     out = {}
-    for name in names:
+    for name in names if names is not None else [k for k, v in samples.items() if np.ndim(v) == 2]:
         x = np.asarray(samples[name], np.float64)
         if x.ndim != 2:
             raise ValueError(f"{name} must be scalar draws laid out (chain, draw); got shape {x.shape}.")

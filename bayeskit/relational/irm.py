@@ -342,6 +342,10 @@ def predict_proba(samples: dict, Y, mask, hparams: Hyperparams, chunk_size: int 
     cell's block, averaged over the draws ((chain, draw, N), or (relation, chain, draw, N)
     from separate per-relation partitions)."""
     Y, mask = check_relations(Y, mask)
+    z = samples["z"]
+    if validation.is_concrete(z) and np.size(z) and int(np.max(z)) >= hparams.c_max:  # its blocks would be dropped
+        raise ValueError(f"the draws use cluster {int(np.max(z))} but hparams.c_max is {hparams.c_max}: pass the "
+                         "hyperparameters the draws were sampled with.")
     if jnp.ndim(samples["z"]) == 4:
         return jnp.concatenate([_predict_proba(samples["z"][r], as_data(Y[r:r + 1], mask[r:r + 1], hparams.symmetric), hparams,
                                                chunk_size) for r in range(Y.shape[0])])

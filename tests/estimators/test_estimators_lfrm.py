@@ -100,7 +100,8 @@ def test_a_short_unmixed_run_warns_with_its_r_hat():
 
 def test_mixed_draws_pass_silently_and_unmixed_ones_are_named():
     rng = np.random.default_rng(0)
-    iid = diagnostics({"x": rng.normal(size=(4, 500)), "constant": np.ones((4, 500))}, ("x", "constant"))
+    iid = diagnostics({"x": rng.normal(size=(4, 500)), "constant": np.ones((4, 500)), "Z": np.ones((4, 500, 3))})
+    assert set(iid) == {"x", "constant"}  # by default every scalar draw (chain, draw), not Z
     assert iid["x"]["r_hat"] < 1.01 and iid["x"]["ess"] > 1000 and np.isnan(iid["constant"]["r_hat"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -184,3 +184,13 @@ def test_two_chains_on_six_objects_compile_as_users_get_them(tmp_path):
     env = {**os.environ, "XLA_FLAGS": flags, "BAYESKIT_CACHE_DIR": str(tmp_path), "BAYESKIT_EXECUTABLE_CACHE": "0"}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip() == "True", run.stderr[-1500:]
+
+
+def test_predict_proba_refuses_hyperparameters_with_fewer_clusters_than_the_draws_use():
+    Y, mask = _five_objects(False, planted=True)
+    hp = irm.Hyperparams(c_max=5)
+    s = irm.sample_posterior(jax.random.key(0), Y, mask, hp, num_warmup=5, num_samples=5)
+    used = int(np.max(np.asarray(s["z"])))
+    assert np.all(np.isfinite(np.asarray(irm.predict_proba(s, Y, mask, hp))))
+    with pytest.raises(ValueError, match=f"draws use cluster {used} but hparams.c_max is {used}"):
+        irm.predict_proba(s, Y, mask, irm.Hyperparams(c_max=used))
