@@ -461,6 +461,11 @@ def _checked_samples(x, y, kernels, bandwidths, min_samples: int):
     # JAX's warning about an unavailable dtype; host data stay NumPy copies, which the jitted test
     # puts on the device (jnp.asarray compiled and ran a program for each)
     dtype = jnp.result_type(jax.dtypes.canonicalize_dtype(x.dtype), jax.dtypes.canonicalize_dtype(y.dtype), float)
+    linear = [np.ptp(a, axis=0).max() for a, kernel in zip((x, y), kernels) if kernel == "linear" and is_concrete(a)]
+    if linear and np.prod(np.square(np.asarray(linear, np.float64))) > np.finfo(dtype).max / 16:
+        raise ValueError(f"HSIC with the linear kernel scales as the squared spread of its variables "
+                         f"({' x '.join(f'{v:.3g}^2' for v in linear)}), beyond {np.dtype(dtype).name}; divide the data by a "
+                         "constant nearer their scale, or compute in float64 (jax_enable_x64).")
     return call_arg(x, dtype), call_arg(y, dtype)
 
 

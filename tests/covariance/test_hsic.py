@@ -339,3 +339,16 @@ def test_numpy_float64_data_run_without_a_dtype_warning_under_float32_defaults_a
         want = np.asarray(f(xi.astype(float), yi.astype(float)))
         np.testing.assert_allclose(np.asarray(f(xi, yi)), want, rtol=1e-10)
         np.testing.assert_allclose(np.asarray(jax.jit(f)(xi, yi)), want, rtol=1e-10)
+
+
+def test_a_linear_kernel_beyond_float32_is_refused_by_name(rng):
+    """Data at 1e20 in float32: the linear kernel's statistic (1e40 times a number) came back inf."""
+    x = rng.normal(size=50).astype(np.float32)
+    with jax.enable_x64(False):
+        assert np.isfinite(float(hsic.hsic(x * np.float32(1e15), x**2, kernel="linear")))
+        with pytest.raises(ValueError, match="linear kernel scales as the squared spread.*beyond float32"):
+            hsic.hsic(x * np.float32(1e20), x**2, kernel="linear")
+        with pytest.raises(ValueError, match="beyond float32"):
+            hsic.test(jax.random.key(0), x * np.float32(1e20), x**2, kernel="linear")
+    np.testing.assert_allclose(float(hsic.hsic(x.astype(np.float64) * 1e20, x**2, kernel="linear")),
+                               1e40 * float(hsic.hsic(x.astype(np.float64), x**2, kernel="linear")), rtol=1e-6)
