@@ -43,8 +43,9 @@ from bayeskit.core import loop
 from bayeskit.core.device import as_array, float_arg
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
-from bayeskit.core.validation import check_int_in, is_concrete, is_symmetric
+from bayeskit.core.validation import check_int_in, is_concrete
 from bayeskit.core.xla import host_blas
+from bayeskit.covariance.rca import check_covariance
 
 MIN_BLOCK = 16  # blocks of up to 16 features share one compiled solve
 
@@ -334,14 +335,9 @@ class Components(eqx.Module):
 
 
 def check_problem(Sigma, hparams: Hyperparams) -> None:
-    """A finite, symmetric, non-empty (n, n) covariance and a penalty that is finite and >= 0."""
-    A = np.asarray(Sigma)
-    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.shape[0] == 0:
-        raise ValueError(f"Sigma must be a non-empty square matrix; got shape {A.shape}.")
-    if not np.all(np.isfinite(A)):
-        raise ValueError(f"Sigma has {int(np.sum(~np.isfinite(A)))} non-finite entries.")
-    if not is_symmetric(A.astype(np.float64)):
-        raise ValueError("Sigma must be symmetric (a covariance).")
+    """A covariance (:func:`bayeskit.covariance.rca.check_covariance`: finite, symmetric,
+    non-empty, positive semidefinite) and a penalty that is finite and >= 0."""
+    check_covariance(Sigma, "Sigma", definite=False)
     lam = np.asarray(hparams.lam, dtype=float)
     if not (np.all(np.isfinite(lam)) and np.all(lam >= 0)):
         raise ValueError(f"lam must be finite and >= 0; got {hparams.lam!r}.")
