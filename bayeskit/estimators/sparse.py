@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bayeskit.core import validation
 from bayeskit.core.notices import warn
-from bayeskit.core.scaling import check_representable, unit_scale
+from bayeskit.core.scaling import unit_scale
 from bayeskit.estimators._common import OneCallAtATime, _key, finish, validate
 from bayeskit.sparse import bayesian_lasso, sparse_bayes
 
@@ -263,20 +263,15 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         if X.shape[0] < 3:
             raise ValueError(f"n_samples={X.shape[0]}: at least three samples are needed.")
         bayesian_lasso.check_problem(X, y)  # a constant y, before it is scaled
-        X_unit, a = unit_scale(X)
-        y_unit, c = unit_scale(y.astype(X.dtype)[:, None])
         r, delta = (float(v) for v in self.lambda_prior)
-        check_representable("the rate of lambda_prior", delta * a * a, a, X.dtype,
-                            "the Laplace prior's scale is set in X's units: divide X by a constant nearer its scale")
-        draws = bayesian_lasso.sample_posterior(
-            _key(self.random_state), X_unit, y_unit[:, 0], bayesian_lasso.Hyperparams(lambda_prior=(r, delta * a * a)),
-            method=self.method, num_warmup=self.num_warmup, num_samples=self.num_samples, num_chains=self.num_chains,
-            progress=self.progress)
+        X_unit, y_unit, hparams, back = bayesian_lasso.unit_problem(X, y, bayesian_lasso.Hyperparams(lambda_prior=(r, delta)))
+        draws = bayesian_lasso.sample_posterior(  # on the unit scale, where its own rescaling is the identity
+            _key(self.random_state), X_unit, y_unit, hparams, method=self.method, num_warmup=self.num_warmup,
+            num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
         nonfinite = [name for name, v in draws.items() if not np.all(np.isfinite(np.asarray(v)))]
         if nonfinite:
             raise RuntimeError(f"BayesianLassoRegressor failed: non-finite draws of {', '.join(nonfinite)}; "
                                "rescale X and y, or fit in float64 (jax_enable_x64).")
-        back = {"beta": c / a, "sigma2": c * c, "tau2": 1 / (a * a), "lambda2": a * a}
         self.samples_ = {k: np.asarray(v, np.float64) * back[k] for k, v in draws.items()}  # sigma^2 of y at 1e20 is 1e40
         beta = self.samples_["beta"].reshape(-1, X.shape[1])
         self.coef_ = np.median(beta, axis=0)

@@ -26,6 +26,13 @@ therefore never forms A: with X = U S V' (thin SVD, once) the draw solves the ri
 squares problem [S V'; D_tau^-1/2] beta ~ [U'y; 0] by a QR factorisation, whose R has
 R'R = A but only the square root of A's condition number. The inverse Gaussian draw is
 written without cancellation or overflow (``inverse_gaussian``).
+
+Scale. The posterior is equivariant: with X / a and y / c and lambda^2's prior rate delta
+times a^2, the draws are those of (X, y) with beta divided by c / a, sigma^2 by c^2, tau^2 by
+1 / a^2 and lambda^2 by a^2. :func:`sample_posterior` samples on that unit scale (a, c
+powers of two near the scales of X and y, so that data near unit scale are untouched) and
+puts the draws back: NUTS, whose initial points and first step size are set for the unit
+scale, otherwise settles on data at 1e8 with sigma^2 at 1e-8 of its posterior.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from bayeskit.core import mcmc, sampling, validation
 from bayeskit.core import progress as _progress
 from bayeskit.core.device import real_dtype
 from bayeskit.core.mcmc import VectorisedKernel, run_chains
+from bayeskit.core.scaling import check_representable, unit_scale
 
 
 class Hyperparams(eqx.Module):
@@ -194,10 +202,28 @@ def check_problem(X, y):
                          "its prior 1/sigma^2 is improper when every residual can be zero; there is nothing to regress.")
 
 
+def unit_problem(X, y, hparams: Hyperparams) -> tuple[np.ndarray, np.ndarray, Hyperparams, dict]:
+    """X / a, y / c and the hyperparameters with lambda^2's rate times a^2 (module docstring,
+    Scale), on the host in the data's own precision (before a cast to JAX's dtype can
+    overflow), with the factors {beta: c / a, sigma2: c^2, tau2: 1 / a^2, lambda2: a^2} that
+    put each draw back. A rate whose counterpart leaves X's dtype is refused with the scale."""
+    X, y = np.asarray(X), np.asarray(y)
+    dtype = real_dtype(X.dtype)
+    X = X if X.dtype.kind == "f" else X.astype(np.float64)
+    X_unit, a = unit_scale(X)
+    y_unit, c = unit_scale(y.astype(X.dtype)[:, None])
+    r, delta = (float(v) for v in hparams.lambda_prior)
+    check_representable("the rate of lambda_prior", delta * a * a, a, dtype,
+                        "the Laplace prior's scale is set in X's units: divide X by a constant nearer its scale")
+    back = {"beta": c / a, "sigma2": c * c, "tau2": 1 / (a * a), "lambda2": a * a}
+    return X_unit.astype(dtype), y_unit[:, 0].astype(dtype), Hyperparams(lambda_prior=(r, delta * a * a)), back
+
+
 def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: str = "gibbs", num_warmup: int = 3000,
                      num_samples: int = 15000, num_chains: int = 1, progress: bool = False) -> dict:
     """Posterior draws (chain, draw, ...) of beta, sigma2, tau2 and lambda2, by the Gibbs
-    sampler or NUTS (the paper's 3,000 burn-in and 15,000 kept draws by default). The
+    sampler or NUTS (the paper's 3,000 burn-in and 15,000 kept draws by default), sampled on
+    the unit scale and put back (module docstring, Scale), in X's floating dtype. The
     intercept's draws are ``mean(y) - mean(X) beta`` plus its own noise; not returned.
     ``progress`` shows a bar over the transitions (off under the ``CI`` environment variable)."""
     hparams = hparams or Hyperparams()
@@ -209,7 +235,19 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     validation.check_int_in("num_warmup", num_warmup, 0)
     validation.check_int_in("num_samples", num_samples, 1)
     validation.check_int_in("num_chains", num_chains, 1)
-    data = as_data(X, y)
+    X_unit, y_unit, hparams_unit, back = unit_problem(X, y, hparams)
+    draws = _sample(key, as_data(X_unit, y_unit), hparams_unit, method, num_warmup, num_samples, num_chains, progress)
+    out = {name: v * jnp.asarray(back[name], v.dtype) for name, v in draws.items()}
+    overflowed = [name for name in out if not bool(jnp.all(jnp.isfinite(out[name]) | ~jnp.isfinite(draws[name])))]
+    if overflowed:
+        raise ValueError(f"the draws of {', '.join(overflowed)} on data at scales {1 / np.sqrt(back['tau2']):.3g} (X) and "
+                         f"{np.sqrt(back['sigma2']):.3g} (y) leave {X_unit.dtype.name}; fit in float64 (jax_enable_x64), "
+                         "or divide X and y by constants nearer their scales.")
+    return out
+
+
+def _sample(key, data: Data, hparams: Hyperparams, method: str, num_warmup: int, num_samples: int, num_chains: int,
+            progress: bool) -> dict:
     if method == "gibbs":
         return run_chains(BayesianLassoGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
                           num_chains=num_chains, progress=progress)
@@ -227,5 +265,5 @@ def to_inference_data(samples: dict):
     with BayesianLassoGibbs's sampler statistics apart; needs ``arviz``."""
     return mcmc.to_inference_data(samples, BayesianLassoGibbs.sample_stats, log_joint=None)
 
-__all__ = ["Hyperparams", "Data", "State", "as_data", "inverse_gaussian", "draw_beta", "gibbs_step", "init", "model", "sample_posterior",
-           "BayesianLassoGibbs", "to_inference_data"]
+__all__ = ["Hyperparams", "Data", "State", "as_data", "unit_problem", "inverse_gaussian", "draw_beta", "gibbs_step", "init", "model",
+           "sample_posterior", "BayesianLassoGibbs", "to_inference_data"]

@@ -190,3 +190,34 @@ def test_the_functional_sampler_checks_its_settings_and_a_constant_x():
             bl.sample_posterior(jax.random.key(0), X, y, **kwargs)
     with pytest.raises(ValueError, match="every column of X is constant"):  # the Gibbs sampler asked to rescale, NUTS ran
         BayesianLassoRegressor(num_warmup=5, num_samples=5).fit(np.ones((20, 3)), y)
+
+
+def test_the_functional_sampler_is_equivariant_in_the_scales_of_x_and_y():
+    """NUTS adapted on the data's own scale: X and y at 2^27 (with lambda^2's rate divided by
+    2^54, the same posterior) gave sigma^2 1e-8 of its value. Both samplers now run on the
+    unit scale: the draws are those of the unscaled problem, put back by the powers of two
+    (exactly)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X @ np.array([1.5, 0.0, -1.0]) + 0.5 * rng.normal(size=40)
+    run = lambda X, y, rate, method: bl.sample_posterior(  # noqa: E731
+        jax.random.key(3), X, y, bl.Hyperparams(lambda_prior=(0.1, rate)), method=method, num_warmup=100, num_samples=100)
+    for method in ("nuts", "gibbs"):
+        ref = run(X, y, 0.1, method)
+        for a, c in ((2.0**27, 2.0**27), (2.0**-27, 1.0), (1.0, 2.0**-40)):
+            got = run(X * a, y * c, 0.1 / (a * a), method)
+            back = {"beta": c / a, "sigma2": c * c, "tau2": 1 / (a * a), "lambda2": a * a}
+            for name, v in ref.items():
+                np.testing.assert_allclose(np.asarray(got[name]), np.asarray(v) * back[name], rtol=1e-12, err_msg=f"{method} {name}")
+
+
+def test_draws_beyond_float32_are_refused_by_the_functional_sampler_and_kept_by_the_estimator():
+    """sigma^2 of y at 1e20 is 1e40, beyond float32: the functional sampler, which returns
+    draws in the data's dtype, says so; the estimator puts its draws back in float64."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 2)).astype(np.float32)
+    y = (X @ np.array([1.0, -1.0], np.float32) + rng.normal(size=30).astype(np.float32)) * np.float32(1e20)
+    with pytest.raises(ValueError, match="draws of sigma2 on data at scales .* leave float32"):
+        bl.sample_posterior(jax.random.key(0), X, y, num_warmup=10, num_samples=10)
+    est = BayesianLassoRegressor(num_warmup=10, num_samples=10, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(est.samples_["sigma2"])) and np.median(est.samples_["sigma2"]) > 1e39
