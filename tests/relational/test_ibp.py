@@ -252,3 +252,19 @@ def test_data_beyond_float32_on_its_scale_are_refused_by_name():
     X = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32) * np.float32(1e20)
     with jax.enable_x64(False), pytest.raises(ValueError, match="X is at scale .*float32 holds; divide X"):
         ibp.sample_posterior(jax.random.key(0), X, lg.Hyperparams(k_max=4), num_warmup=1, num_samples=1)
+
+
+def test_float32_data_sample_in_float32_with_x64_on():
+    """Inside the sampler's program the priors are traced float64 arrays (x64 is on here):
+    alpha's and the sigmas' draws became float64 and the run stopped on a carry of
+    mismatched types. They stay in the data's float32 now, and a step takes a NumPy X (it
+    failed on the sweep's traced row index)."""
+    X = np.asarray(ibp_toy_images(jax.random.key(0), 12)[0], np.float32)
+    draws = ibp.sample_posterior(jax.random.key(1), X, ibp.Hyperparams(k_max=6), num_warmup=3, num_samples=4)
+    for name in ("alpha", "sigma_x", "sigma_a"):
+        assert draws[name].dtype == np.float32 and np.all(np.isfinite(draws[name])), name
+    hp = ibp.Hyperparams(k_max=6)
+    state = lg.init(jax.random.key(2), X, hp)
+    from_numpy, from_jax = lg.step(state, X, hp), lg.step(state, jnp.asarray(X), hp)
+    np.testing.assert_array_equal(from_numpy.Z, from_jax.Z)
+    assert from_numpy.sigma_x.dtype == np.float32

@@ -136,9 +136,18 @@ def log_joint(X, Z, alpha, sigma_x, sigma_a, hparams: Hyperparams) -> Array:
     def log_inv_gamma(v, shape, scale):
         return _log_gamma_pdf(1 / v, shape, scale) - 2 * jnp.log(v)
 
+    alpha_prior, sigma_x_prior, sigma_a_prior = _priors(hparams, X.dtype)
     return (log_likelihood(X, Z, sigma_x, sigma_a) + prior.log_prob(Z, alpha)
-            + _log_gamma_pdf(alpha, *hparams.alpha_prior)
-            + log_inv_gamma(sigma_x**2, *hparams.sigma_x_prior) + log_inv_gamma(sigma_a**2, *hparams.sigma_a_prior))
+            + _log_gamma_pdf(alpha, *alpha_prior)
+            + log_inv_gamma(sigma_x**2, *sigma_x_prior) + log_inv_gamma(sigma_a**2, *sigma_a_prior))
+
+
+def _priors(hparams: Hyperparams, dtype) -> tuple:
+    """The three priors' (shape, rate or scale) in the data's dtype: inside the samplers'
+    compiled programs they are traced arrays (float64 with ``jax_enable_x64``), which would
+    otherwise carry float32 data's draws into float64."""
+    return tuple(tuple(jnp.asarray(v, dtype) for v in pair)
+                 for pair in (hparams.alpha_prior, hparams.sigma_x_prior, hparams.sigma_a_prior))
 
 
 def _row_loglik(z, P, M, x, var_x, extra_var=0.0):
@@ -222,17 +231,15 @@ def sample_hyperparameters(key, Z, X, alpha, sigma_x, sigma_a, hparams: Hyperpar
     k_alpha, k_a, k_sa, k_sx = jax.random.split(key, 4)
     active = Z.sum(0) > 0
     k_plus = active.sum()
+    (shape, rate), (x_shape, x_scale), (a_shape, a_scale) = _priors(hparams, X.dtype)
     if hparams.sample_alpha:
-        shape, rate = hparams.alpha_prior
-        alpha = sampling.gamma(k_alpha, shape + k_plus, dtype=X.dtype) / (rate + prior.harmonic(n))
+        alpha = sampling.gamma(k_alpha, shape + k_plus, dtype=X.dtype) / (rate + prior.harmonic(n).astype(X.dtype))
     if hparams.sample_sigmas:
         # A = L'^-1 (L^-1 Z'X + sigma_x eps): the posterior mean plus sigma_x L'^-1 eps, by two
         # triangular solves one after the other, not side by side (bayeskit.core.xla)
         L, _ = cho_factor(_gram(Z, sigma_x, sigma_a), lower=True)
         eps = sampling.flat(jax.random.normal, k_a, (Z.shape[1], d), X.dtype)
         A = solve_triangular(L.T, solve_triangular(L, Z.T @ X, lower=True) + sigma_x * eps, lower=False)
-        a_shape, a_scale = hparams.sigma_a_prior
-        x_shape, x_scale = hparams.sigma_x_prior
         ss_a = jnp.sum(jnp.where(active[:, None], A * A, 0.0))
         sigma_a = jnp.sqrt((a_scale + 0.5 * ss_a) / sampling.gamma(k_sa, a_shape + 0.5 * k_plus * d, dtype=X.dtype))
         resid = X - Z @ A
@@ -259,6 +266,7 @@ def init(key: PRNGKeyArray, X: Float[Array, "n d"], hparams: Hyperparams, Z=None
 def step(state: State, X: Float[Array, "n d"], hparams: Hyperparams) -> State:
     """One Gibbs sweep over Z followed by the hyperparameters (pure; the key is in the
     state, as numpyro's kernels keep it)."""
+    X = jnp.asarray(X)  # a NumPy X cannot be indexed by the sweep's traced row
     k_next, k_z, k_h = jax.random.split(state.rng_key, 3)
     Z, lost = sweep_z(k_z, state.Z, X, state.alpha, state.sigma_x, state.sigma_a, hparams)
     alpha, sigma_x, sigma_a = sample_hyperparameters(k_h, Z, X, state.alpha, state.sigma_x, state.sigma_a, hparams)
