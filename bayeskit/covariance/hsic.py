@@ -225,12 +225,15 @@ def _variance(pair_mean, m):
 
 def _gamma_result(statistic, mean, variance, p_value=None) -> IndependenceResult:
     """The Gamma of (5) with the given moments; its survival function at T unless a
-    p-value is given. A degenerate null (zero mean or variance) gives p = 1."""
+    p-value is given. A degenerate null (zero mean or variance) gives p = 1; a statistic
+    that is NaN (data with a NaN, inside ``jit`` or ``vmap`` where they are not checked)
+    gives p = NaN, not the 1 or the 1 / (B + 1) its comparisons would."""
     proper = (mean > 0) & (variance > 0)
     shape = jnp.where(proper, mean**2 / jnp.where(proper, variance, 1), jnp.nan)
     scale = jnp.where(proper, variance / jnp.where(proper, mean, 1), jnp.nan)
     if p_value is None:
         p_value = jnp.where(proper, gammaincc(jnp.where(proper, shape, 1), statistic / jnp.where(proper, scale, 1)), 1)
+    p_value = jnp.where(jnp.isnan(statistic), jnp.nan, p_value)
     return IndependenceResult(statistic, jnp.asarray(p_value, statistic.dtype), mean, variance, shape, scale)
 
 

@@ -352,3 +352,20 @@ def test_a_linear_kernel_beyond_float32_is_refused_by_name(rng):
             hsic.test(jax.random.key(0), x * np.float32(1e20), x**2, kernel="linear")
     np.testing.assert_allclose(float(hsic.hsic(x.astype(np.float64) * 1e20, x**2, kernel="linear")),
                                1e40 * float(hsic.hsic(x.astype(np.float64), x**2, kernel="linear")), rtol=1e-6)
+
+
+def test_a_nan_inside_vmap_gives_a_nan_p_value():
+    """Data are not checked inside vmap: a data set with a NaN has a NaN statistic, and its
+    p-value was 1 (gamma) or 1 / (B + 1), the strongest evidence (permutations). It is NaN
+    now, and the other data sets of the batch are untouched."""
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(3, 30, 1))
+    ys = xs + 0.1 * rng.normal(size=(3, 30, 1))
+    xs[1, 0, 0] = np.nan
+    keys = jax.random.split(jax.random.key(0), 3)
+    for kwargs in ({"method": "gamma"}, {"method": "permutation", "n_permutations": 50},
+                   {"method": "gamma", "approximation": "rff", "n_features": 20}):
+        p = np.asarray(jax.vmap(lambda k, x, y: hsic.test(k, x, y, **kwargs).p_value)(keys, xs, ys))  # noqa: B023
+        assert np.isnan(p[1]) and np.all(np.isfinite(p[[0, 2]])), kwargs
+        alone = float(hsic.test(keys[0], xs[0], ys[0], **kwargs).p_value)
+        np.testing.assert_allclose(p[0], alone, rtol=1e-6, err_msg=str(kwargs))
