@@ -428,14 +428,16 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
         alpha: float | None = None) -> FitResult:
     """FAST-MCD (2)-(3) of the rows of ``X`` with subsets of ``h`` points (default
     (n + p + 1) // 2), from ``n_starts`` random elemental starts drawn from ``key``, and
-    from the subset ``initial`` (h points) when given. Jittable with ``h``, ``n_starts``,
-    ``n_best``, ``max_steps``, ``conventions`` and ``alpha`` static; vmappable over keys and
-    stacked data sets.
+    from the subset ``initial`` (h points) when given. Jittable with ``n_starts``,
+    ``n_best``, ``max_steps``, ``conventions`` and ``alpha`` static; vmappable over keys,
+    stacked data sets and (under ``conventions="bayeskit"``) h.
 
     ``conventions="robustbase"`` gives covMcd's estimates (4) for its ``alpha`` (default 0.5),
     which sets h; h and alpha are not both given.
 
-    ``h`` enters as a traced value: a new h (a new support fraction) compiles nothing.
+    ``h`` enters as a traced value: a new h (a new support fraction) compiles nothing, and
+    a traced h (inside the caller's ``jit`` or ``vmap``) is the caller's to keep within
+    [(n + p + 1) // 2, n].
     Returns a :class:`~bayeskit.core.status.FitResult` whose state is the :class:`MCD`
     and whose objective is the criterion log det S_H of the best subset (-inf in an exact
     fit, which is a valid outcome: the status is nonfinite only when the estimates are)."""
@@ -455,15 +457,18 @@ def fit(key, X: Float[Array, "n p"], h: int | None = None, *, n_starts: int = 50
         if h is None:
             alpha = 0.5 if alpha is None else alpha
             h = h_alpha_n(alpha, n, p)
+        elif not is_concrete(h):
+            raise ValueError('conventions="robustbase" computes its small-sample factors from h on the host: give a '
+                             "concrete h (or alpha), not a traced one.")
         else:  # the alpha whose small-sample factors apply to this h
             alpha = h / n
         factors = robustbase_factors(p, n, alpha)
     else:
         h = h_from_alpha(alpha, n, p) if alpha is not None else default_h(n, p) if h is None else h
         factors = (1.0, 1.0)
-    if is_concrete(X):
+    if is_concrete(h):  # n and p are static: checked inside jit too
         check_int_in("h", h, default_h(n, p), n)
-        check_int_in("n_starts", n_starts, 1)
+    check_int_in("n_starts", n_starts, 1)
     X = call_arg(X)
     if is_concrete(X):
         scale = unit_scale(np.asarray(X))[1]

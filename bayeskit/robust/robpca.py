@@ -273,9 +273,9 @@ def fit(key, X: Float[Array, "n p"], k: int, alpha: float = 0.75, k_max: int = 1
     n, p = np.shape(X)
     if is_concrete(X):
         X = check_matrix(X, min_rows=2)
-        check_int_in("k", k, 1, min(n - 1, p))
-        check_int_in("k_max", k_max, 1)
-        check_int_in("n_directions", n_directions, 1)
+    check_int_in("k", k, 1, min(n - 1, p))  # static, like the shape: checked inside jit too
+    check_int_in("k_max", k_max, 1)
+    check_int_in("n_directions", n_directions, 1)
     if is_concrete(alpha) and not 0.5 <= float(alpha) <= 1:  # above 1, h exceeded n and the fit ran as plain PCA
         raise ValueError(f"alpha must be in [0.5, 1], got {alpha!r}.")
     return _fit_planned(key, X, k, alpha, k_max, k, n_directions, n_starts, use_mcd, conventions)

@@ -398,3 +398,19 @@ def test_the_functional_fit_refuses_a_covariance_below_float32():
     X = _contaminated(n=40, p=2, seed=3).astype(np.float32) * np.float32(1e-20)
     with jax.enable_x64(False), pytest.raises(ValueError, match="below what float32 holds"):
         mcd.fit(jax.random.key(0), X, n_starts=10)
+
+
+def test_h_is_checked_inside_jit_and_may_be_vmapped():
+    """h against n and p (static) was checked only when X was concrete: inside jit, h = 100
+    of 40 points ran "successfully" on all of them, and h = 5 on a 5-point subset; a vmapped
+    h was refused as not an integer, though the fit takes h as a traced value."""
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    key = jax.random.key(0)
+    for h in (100, 5):
+        with pytest.raises(ValueError, match="h must be between 22 and 40"):
+            jax.jit(lambda X: mcd.fit(key, X, h, n_starts=20))(X)  # noqa: B023
+    batched = jax.vmap(lambda h: mcd.fit(key, X, h, n_starts=20).state.log_det)(jnp.array([22, 30]))
+    one_by_one = [float(mcd.fit(key, X, h, n_starts=20).state.log_det) for h in (22, 30)]
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-10)
+    with pytest.raises(ValueError, match="concrete h"):
+        jax.vmap(lambda h: mcd.fit(key, X, h, n_starts=20, conventions="robustbase").state.log_det)(jnp.array([22, 30]))

@@ -259,3 +259,11 @@ def test_choosing_k_reuses_the_low_dimensional_mcd(conventions):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-12)
     values, _ = robpca.provisional(key, X, n_starts=50, conventions=conventions)
     np.testing.assert_allclose(auto.state.eigenvalues, values[:k], rtol=1e-10)
+
+
+def test_k_is_checked_inside_jit():
+    """k against n and p (static) was checked only when X was concrete: inside jit, k = 5 of
+    a 4 x 6 X returned 3 components with a successful status."""
+    X = np.random.default_rng(0).normal(size=(4, 6))
+    with pytest.raises(ValueError, match="k must be between 1 and 3"):
+        jax.jit(lambda X: robpca.fit(jax.random.key(0), X, 5))(X)
