@@ -312,3 +312,34 @@ def test_bad_hyperparameters_are_refused_by_name_before_anything_compiles(case):
     with count_compilations() as seen, pytest.raises(ValueError, match=name):
         call()
     assert seen == {"traces": 0, "compiles": 0, "compiled": []}
+
+
+def _bad_shape_cases():
+    from bayeskit.covariance import glasso, rca, sparse_pca
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    Y = (X[:, :2] > 0).astype(np.int8)
+    S = np.cov(X, rowvar=False)
+    A = (rng.uniform(size=(8, 8)) < 0.3).astype(np.int8)
+    key = jax.random.key(0)
+    return {
+        "bsml.fit": (lambda X, Y: bsml.fit(key, X, Y, bsml.Hyperparams(n_components=2), throw=False), (X, Y[:20]), "same number of rows"),
+        "sparse_bayes.fit": (lambda P, t: sparse_bayes.fit(P, t, throw=False), (X, X[:20, 0]), "Phi must be"),
+        "sbmoe.fit": (lambda X, Y: sbmoe.fit(key, X, Y, sbmoe.Hyperparams(n_experts=2, init="kmeans++"), max_iter=1), (X, X[:20, 0]),
+                      "same number of rows"),
+        "glasso.fit": (lambda S: glasso.fit(S, glasso.Hyperparams(0.1), throw=False), (S[:, :3],), "square"),
+        "rca.fit": (lambda C, Sigma: rca.fit(C, Sigma), (S, S[:3, :3]), "must match"),
+        "rca.em_fit": (lambda C: rca.em_fit(C, rca.EMHyperparams(alpha=0.1, n_components=1)), (S[:, :3],), "square"),
+        "sparse_pca.fit": (lambda Sigma: sparse_pca.fit(Sigma, sparse_pca.Hyperparams(lam=0.1)), (S[:, :3],), "square"),
+        "mmsb.fit": (lambda A: mmsb.fit(key, A, hparams=mmsb.Hyperparams(n_blocks=2), throw=False), (A[:, :6],), r"\(N, N\)"),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_bad_shape_cases()))
+def test_shapes_are_checked_inside_jit(name):
+    """Inside the caller's jit the values are not checked, but the shapes are static: a
+    mismatch is the ValueError naming the arguments, not XLA's error from deep inside the fit."""
+    fit, args, match = _bad_shape_cases()[name]
+    with pytest.raises(ValueError, match=match):
+        jax.jit(fit)(*args)

@@ -124,6 +124,26 @@ def check_choice(name: str, value, choices: Iterable[str]) -> str:
     return value
 
 
+def check_square_shape(A, name: str) -> None:
+    """``A`` is a non-empty square matrix, judged by its shape alone: inside ``jit`` and
+    ``vmap``, where its values are not checked, its shape is still static."""
+    shape = np.shape(A)
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix; got shape {shape}.")
+
+
+def check_paired_shapes(X, Y, names: tuple[str, str] = ("X", "Y")) -> None:
+    """``X`` (n, d) and ``Y`` (n,) or (n, k) with the same n, judged by their shapes alone
+    (static inside ``jit`` and ``vmap``, where the values are not checked)."""
+    (x, y), sx, sy = names, np.shape(X), np.shape(Y)
+    if len(sx) != 2:
+        raise ValueError(f"{x} must be 2-D (n_samples, n_features), got shape {sx}.")
+    if len(sy) not in (1, 2):
+        raise ValueError(f"{y} must be 1-D or 2-D (n_samples, ...), got shape {sy}.")
+    if sx[0] != sy[0]:
+        raise ValueError(f"{x} and {y} must have the same number of rows, got {sx[0]} and {sy[0]}.")
+
+
 def is_concrete(*xs) -> bool:
     """True when no leaf of ``xs`` is a JAX tracer, so the host-side checks can run
     (they are skipped inside ``jit`` and ``vmap``, where the caller validated already)."""

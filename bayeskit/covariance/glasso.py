@@ -79,7 +79,7 @@ from jaxtyping import Array, Float
 from bayeskit.core import loop
 from bayeskit.core.device import as_array, batch_axis_in_front, call_arg, float_arg
 from bayeskit.core.status import FitResult, readable_failure
-from bayeskit.core.validation import check_choice, is_concrete, is_symmetric
+from bayeskit.core.validation import check_choice, check_square_shape, is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance.glasso_columns import column_lasso
 
@@ -406,6 +406,8 @@ def fit(S, hparams: Hyperparams, *, init_state: State | None = None, max_iter: i
     if is_concrete(S, hparams.alpha):
         check_alpha(hparams.alpha)
         check_covariance(S, hparams.alpha)
+    else:  # traced: the values are the caller's to check, the shape is static
+        check_square_shape(S, "S")
     S = float_arg(S)
     return _fit(S, loop.as_arrays(hparams, S.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, S.dtype),
                 progress=progress, throw=throw)

@@ -64,7 +64,7 @@ from bayeskit.core import loop
 from bayeskit.core.device import call_arg, float_arg
 from bayeskit.core.linalg import generalized_eigh, spd_inverse, symmetrize
 from bayeskit.core.status import FitResult, all_finite, readable_failure, solved
-from bayeskit.core.validation import is_concrete, is_symmetric
+from bayeskit.core.validation import check_square_shape, is_concrete, is_symmetric
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance import glasso
 
@@ -104,7 +104,8 @@ def fit(C, Sigma, n_components: int | None = None, *, check: bool = True) -> Fit
     if check and is_concrete(C, Sigma):
         check_covariance(Sigma, "Sigma")
         check_covariance(C, "C", definite=False)
-        check_same_shape(C, Sigma)
+    check_square_shape(C, "C")  # static: checked inside jit too
+    check_same_shape(C, Sigma)
     check_components(n_components, np.shape(C)[-1])  # static: checked under any transformation
     return _fit(float_arg(C), float_arg(Sigma), n_components)
 
@@ -264,9 +265,11 @@ def em_fit(C, hp: EMHyperparams, *, init_state: EMState | None = None, precision
         check_covariance(C, "C", definite=False)
         glasso.check_alpha(hp.alpha)
         check_noise_variance(hp.noise_variance)
-        check_components(hp.n_components, np.shape(C)[0])
-    if precision_init is not None and is_concrete(precision_init):
-        check_covariance(precision_init, "precision_init")
+    check_square_shape(C, "C")  # static, like n_components: checked inside jit too
+    check_components(hp.n_components, np.shape(C)[0])
+    if precision_init is not None:
+        if is_concrete(precision_init):
+            check_covariance(precision_init, "precision_init")
         check_same_shape(C, precision_init, "precision_init")
     C = float_arg(C)
     start = None if precision_init is None else call_arg(precision_init, C.dtype)

@@ -43,7 +43,7 @@ from bayeskit.core import loop
 from bayeskit.core.device import as_array, float_arg
 from bayeskit.core.scaling import power_of_two
 from bayeskit.core.status import FitResult, Status, readable_failure
-from bayeskit.core.validation import check_int_in, is_concrete
+from bayeskit.core.validation import check_int_in, check_square_shape, is_concrete
 from bayeskit.core.xla import host_blas
 from bayeskit.covariance.rca import check_covariance
 
@@ -157,6 +157,8 @@ def fit(Sigma, hparams: Hyperparams, *, max_iter: int = 20, tol: float = 1e-9, i
     loop.check_throw(throw)
     if is_concrete(Sigma, hparams):
         check_problem(Sigma, hparams)
+    else:  # traced: the values are the caller's to check, the shape is static
+        check_square_shape(Sigma, "Sigma")
     Sigma = float_arg(Sigma)
     return _fit(Sigma, loop.as_arrays(hparams, Sigma.dtype), init_state, max_iter=max_iter, tol=loop.tolerance(tol, Sigma.dtype),
                 throw=throw)

@@ -453,7 +453,9 @@ def fit(
     max_iter = validation.check_int_in("max_iter", max_iter, 1)
     if validation.is_concrete(X, Y):
         X, Y = check_inputs(X, Y, hparams)
-    else:
+    else:  # traced: the values are the caller's to check, the shapes are static
+        validation.check_paired_shapes(X, Y)
+        Y = Y[:, None] if jnp.ndim(Y) == 1 else Y
         check_hparams(hparams)
     X = as_array(X)
     pairs = column_pairs.if_they_pay_off(X) if hparams.prior == "entrywise" and validation.is_concrete(X) else None

@@ -255,7 +255,11 @@ def _checked(Y, mask, hparams: Hyperparams | None, tol):
     else:  # the layout check_relations gives: (R, N, N), every off-diagonal cell by default
         Y = jnp.asarray(Y)
         Y = Y[None] if Y.ndim == 2 else Y
+        if Y.ndim != 3 or Y.shape[1] != Y.shape[2]:  # static: checked inside jit too
+            raise ValueError(f"Y must be (N, N) or (n_relations, N, N); got shape {jnp.shape(Y)}.")
         mask = ~jnp.eye(Y.shape[-1], dtype=bool) if mask is None else mask
+        if jnp.shape(mask) not in (Y.shape, Y.shape[1:]):
+            raise ValueError(f"mask must have Y's shape {Y.shape} (or {Y.shape[1:]}, for every relation); got {jnp.shape(mask)}.")
         mask = jnp.broadcast_to(mask, Y.shape)
     data = as_data(Y, mask, hparams.symmetric)
     return data, _loop.as_arrays(hparams, data.Y.dtype), _loop.tolerance(tol, data.Y.dtype)

@@ -443,6 +443,8 @@ def fit(Phi, y, hparams: Hyperparams | None = None, *, max_iter: int = 200, prog
     check_hparams(hparams)
     if check and validation.is_concrete(Phi, y):
         check_problem(Phi, y)
+    elif np.ndim(y) != 1 or np.ndim(Phi) != 2 or np.shape(Phi)[0] != np.shape(y)[0]:  # traced: static shapes only
+        raise ValueError(f"Phi must be (n_samples, n_basis) and y (n_samples,); got {np.shape(Phi)} and {np.shape(y)}.")
     data = as_data(Phi, y)
     return _fit(data, _loop.as_arrays(hparams, data.y.dtype), max_iter=max_iter, progress=progress, throw=throw)
 

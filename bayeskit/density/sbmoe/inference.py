@@ -428,7 +428,8 @@ def fit(
     concrete = validation.is_concrete(X, Y)
     if concrete:
         X, Y = check_inputs(X, Y, hparams)
-    else:
+    else:  # traced: the values are the caller's to check, the shapes are static
+        validation.check_paired_shapes(X, Y)
         Y = Y[:, None] if jnp.ndim(Y) == 1 else Y
         check_hparams(hparams, jnp.shape(X)[1], jnp.shape(Y)[1])
     if init_labels is None and hparams.init == "agglomerative":
