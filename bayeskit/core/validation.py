@@ -144,6 +144,19 @@ def check_paired_shapes(X, Y, names: tuple[str, str] = ("X", "Y")) -> None:
         raise ValueError(f"{x} and {y} must have the same number of rows, got {sx[0]} and {sy[0]}.")
 
 
+def check_new_inputs(X, n_features: int, name: str = "X") -> None:
+    """New inputs of a fit on ``n_features`` features: (m, n_features) by their shape
+    (static, so checked inside ``jit`` too), and finite real numbers when they are host data
+    (a JAX array is left on its device unread)."""
+    import jax
+
+    shape = np.shape(X)
+    if len(shape) != 2 or shape[1] != n_features:
+        raise ValueError(f"{name} must have shape (m, {n_features}) for a fit on {n_features} feature(s), got {shape}.")
+    if is_concrete(X) and not isinstance(X, jax.Array):
+        check_real(X, name)
+
+
 def is_concrete(*xs) -> bool:
     """True when no leaf of ``xs`` is a JAX tracer, so the host-side checks can run
     (they are skipped inside ``jit`` and ``vmap``, where the caller validated already)."""

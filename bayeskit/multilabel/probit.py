@@ -374,6 +374,7 @@ def predict_proba(cs: State, X: Float[Array, "m d"], *, predictive: str = "consi
     """``P(y* = 1 | x*)`` per label, shape (m, L), ``chunk_size`` rows at a time, one
     compiled program; see :func:`predictive_probability`. ``X`` may be anything
     array-like (e.g. a pandas DataFrame), as in :func:`fit`."""
+    validation.check_new_inputs(X, cs.coef_mean.shape[-1] - 1)
     return _predict_proba(cs, program_input(X, cs.coef_mean.dtype), predictive=predictive, chunk_size=chunk_size)
 
 

@@ -500,3 +500,26 @@ def test_estimator_takes_a_sparse_label_matrix_as_its_dense_values(small):
     dense = BSMLClassifier(max_iter=3, tol=0, random_state=0).fit(X, Y)
     from_sparse = BSMLClassifier(max_iter=3, tol=0, random_state=0).fit(X, sparse.csr_matrix(Y))
     np.testing.assert_array_equal(from_sparse.predict_proba(X), dense.predict_proba(X))
+
+
+def test_new_inputs_are_checked_by_the_functional_predictions():
+    """predict_proba of BSML and of the probit classifier took X with the wrong number of
+    features to XLA's dot_general error, and NaN rows to NaN probabilities; transform and
+    predict_scores too. Each refuses them by name now (the shape inside jit as well)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 4))
+    Y = (X[:, :2] > 0).astype(np.int8)
+    hp = bsml.Hyperparams(n_components=2)
+    state = bsml.fit(jax.random.key(0), X, Y, hp, max_iter=5).state
+    classifier = probit.fit(jax.random.key(0), X, Y, max_iter=5).state
+    calls = {"bsml.predict_proba": lambda x: bsml.predict_proba(state, x, hp), "bsml.transform": lambda x: bsml.transform(state, x),
+             "bsml.predict_scores": lambda x: bsml.predict_scores(state, x), "probit.predict_proba": lambda x: probit.predict_proba(classifier, x)}
+    nan_row = np.full((1, 4), np.nan)
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=r"X must have shape \(m, 4\)"):
+            call(X[:3, :3])
+        with pytest.raises(ValueError, match=r"X must have shape \(m, 4\)"):
+            jax.jit(call)(X[:3, :3])
+        with pytest.raises(ValueError, match="X contains 4 non-finite"):
+            call(nan_row)
+        assert np.all(np.isfinite(np.asarray(jax.tree.leaves(call(X[:3]))[0]))), name
