@@ -3,6 +3,8 @@ against the ELBO, the KL terms, recovery of a bimodal conditional, batching."""
 
 from __future__ import annotations
 
+import os
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -660,3 +662,21 @@ def test_the_predictive_refuses_inputs_it_cannot_read():
     with pytest.raises(ValueError, match=r"X must have shape \(m, 1\)"):
         sbmoe.predictive(jax.random.key(1), state, np.ones((3, 2)), hp)
     assert sbmoe.predictive(jax.random.key(1), state, np.array([0.5]), hp, n_gate=4, n_draws=4).mean.shape == (1, 1)
+
+
+def test_kmeans_pp_labels_take_numpy_and_do_not_depend_on_x64():
+    """A NumPy Y failed on the traced draws' indexing; and float32 data drew another first
+    centre with jax_enable_x64 (an int64 randint), so init="kmeans++" fitted differently."""
+    import subprocess
+    import sys
+
+    Y = np.random.default_rng(0).normal(size=(12, 1)).astype(np.float32)
+    here = np.asarray(sbmoe.kmeans_pp_labels(jax.random.key(0), Y, 3))  # x64 on in the tests
+    np.testing.assert_array_equal(here, sbmoe.kmeans_pp_labels(jax.random.key(0), jnp.asarray(Y), 3))
+    code = ("import jax, numpy as np; from bayeskit.density import sbmoe; "
+            "Y = np.random.default_rng(0).normal(size=(12, 1)).astype(np.float32); "
+            "print(''.join(map(str, np.asarray(sbmoe.kmeans_pp_labels(jax.random.key(0), Y, 3)))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "JAX_ENABLE_X64": "0"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "".join(map(str, here))

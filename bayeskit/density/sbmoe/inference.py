@@ -124,9 +124,11 @@ def agglomerative_labels(Y: np.ndarray, n_clusters: int) -> np.ndarray:
 
 
 def kmeans_pp_labels(key: PRNGKeyArray, Y: Array, n_clusters: int, n_iter: int = 20) -> Array:
-    """k-means++ seeding and ``n_iter`` Lloyd steps on ``Y`` (jittable, per key)."""
+    """k-means++ seeding and ``n_iter`` Lloyd steps on ``Y`` (jittable, per key). The draws
+    are the same with and without ``jax_enable_x64`` (an int32 first index)."""
+    Y = jnp.asarray(Y)  # a NumPy Y cannot be indexed by the traced draws
     n = Y.shape[0]
-    first = jax.random.randint(key, (), 0, n)
+    first = jax.random.randint(key, (), 0, n, dtype=jnp.int32)
 
     def seed(carry, k):
         centres, d2, i = carry
