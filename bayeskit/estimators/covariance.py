@@ -408,11 +408,18 @@ class SparsePCA(OneCallAtATime, ClassNamePrefixFeaturesOutMixin, TransformerMixi
     def _check(self, X, *, reset: bool):
         """X through scikit-learn's checks, which keep and compare a DataFrame's column names
         and the number of features: a dense X by :func:`validate` (named messages), a
-        scipy.sparse X (CSR or CSC) by ``validate_data`` directly."""
+        scipy.sparse X (CSR or CSC) by ``validate_data`` directly. A fit needs two rows, a
+        transform one."""
+        min_rows = 2 if reset else 1
         if not hasattr(X, "tocsr"):
-            return validate(self, X, reset=reset, min_rows=2, dtype=[np.float64, np.float32])
-        return validate_data(self, X, reset=reset, accept_sparse=["csr", "csc"], ensure_min_samples=2,
+            return validate(self, X, reset=reset, min_rows=min_rows, dtype=[np.float64, np.float32])
+        return validate_data(self, X, reset=reset, accept_sparse=["csr", "csc"], ensure_min_samples=min_rows,
                              dtype=[np.float64, np.float32])
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # scipy.sparse X is fitted without densifying it
+        return tags
 
     @property
     def _n_features_out(self):

@@ -16,7 +16,6 @@ from bayeskit.core.status import Status
 from bayeskit.core.status import message as status_message
 from bayeskit.estimators._common import OneCallAtATime, _best_restart, _key, validate
 from bayeskit.multilabel import bsml, probit
-from bayeskit.multilabel.metrics import hamming_loss
 
 
 class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
@@ -28,6 +27,7 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         tags.target_tags.single_output = True
         tags.classifier_tags.multi_class = False
         tags.classifier_tags.multi_label = True
+        tags.input_tags.sparse = True  # a scipy.sparse X (a vectorizer's bag of words) is densified
         return tags
 
     def _validate_fit_input(self, X, Y, *, allow_missing: bool):
@@ -87,12 +87,13 @@ class _MultilabelMixin(OneCallAtATime, ClassifierMixin):
         return (P > 0.5).astype(int)
 
     def score(self, X, y, sample_weight=None):
-        """``1 - hamming loss`` of ``predict(X)`` (the paper's main metric); accuracy for 1-D Y."""
+        """``1 - hamming loss`` of ``predict(X)`` (the paper's main metric); accuracy for 1-D Y;
+        each row weighted by ``sample_weight`` when given."""
         pred = self.predict(X)
         y = np.asarray(y).reshape(pred.shape)
         if self._one_d:
             return float(np.average(pred == y, weights=sample_weight))
-        return 1.0 - float(hamming_loss(y, pred))
+        return 1.0 - float(np.average(np.mean(pred != y, axis=1), weights=sample_weight))  # hamming loss, rows weighted
 
 
 def _dense(X):

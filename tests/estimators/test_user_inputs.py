@@ -148,3 +148,57 @@ def test_multilabel_estimators_take_a_sparse_x():
                  lambda: E.ProbitClassifier(max_iter=5, tol=0, random_state=0)):
         sparse = make().fit(scipy.sparse.csr_matrix(X), Y)
         np.testing.assert_array_equal(sparse.predict_proba(scipy.sparse.csr_matrix(X)), make().fit(X, Y).predict_proba(X))
+
+
+def test_multilabel_score_weights_its_rows():
+    """score(X, Y, sample_weight) of the multilabel classifiers returned the unweighted
+    1 - Hamming loss; each row now counts by its weight (scikit-learn's weighted loss)."""
+    from sklearn.metrics import hamming_loss
+
+    from bayeskit.estimators import BSMLClassifier, ProbitClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 4))
+    Y = (X[:, :2] + 0.8 * rng.normal(size=(40, 2)) > 0).astype(int)
+    for model in (BSMLClassifier(n_components=2, max_iter=20, random_state=0), ProbitClassifier(max_iter=20)):
+        model.fit(X, Y)
+        right = np.all(model.predict(X) == Y, axis=1)
+        assert right.any() and not right.all()
+        assert model.score(X, Y, sample_weight=right.astype(float)) == 1.0
+        w = rng.uniform(size=40)
+        assert model.score(X, Y, sample_weight=w) == pytest.approx(1 - hamming_loss(Y, model.predict(X), sample_weight=w))
+
+
+def test_sparse_input_is_declared_where_it_is_taken_and_sparse_pca_transforms_one_row():
+    """BSML, the probit classifier and SparsePCA fit scipy.sparse X but their tags said they
+    did not (scikit-learn's check_estimator_sparse_tag failed); SparsePCA.transform refused a
+    single row, which every other transform takes."""
+    import scipy.sparse as sp
+    from sklearn.utils.estimator_checks import check_estimator_sparse_tag
+
+    from bayeskit.estimators import BSMLClassifier, ProbitClassifier, SparsePCA
+
+    for model in (BSMLClassifier(n_components=2, max_iter=5, random_state=0), ProbitClassifier(max_iter=5),
+                  SparsePCA(cardinality=2)):
+        check_estimator_sparse_tag(type(model).__name__, model)
+    X = np.random.default_rng(0).normal(size=(30, 4))
+    model = SparsePCA(cardinality=2).fit(X)
+    np.testing.assert_allclose(model.transform(X[:1]), model.transform(X)[:1], rtol=1e-12)
+    np.testing.assert_allclose(model.transform(sp.csr_matrix(X[:1])), model.transform(X)[:1], rtol=1e-12)
+
+
+def test_sbmoe_fits_its_fixed_sweeps_without_a_convergence_warning():
+    """SBMoE runs the paper's fixed number of sweeps (no tolerance to raise): every fit warned
+    "raise max_iter or tol", which the estimator has no tol to follow."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from bayeskit.datasets import sbmoe_synthetic_1d
+    from bayeskit.estimators import SBMoERegressor
+
+    X, Y = sbmoe_synthetic_1d(jax.random.key(0), 100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        model = SBMoERegressor(n_experts=3, max_iter=3, gate_steps=2, n_gate=4, n_draws=4, random_state=0).fit(X, Y)
+    assert model.n_iter_ == 3
