@@ -257,7 +257,8 @@ def _sample(key, data: Data, hparams: Hyperparams, method: str, num_warmup: int,
                 chain_method="vectorized", progress_bar=_progress.enabled(progress))
     mcmc.run(key, data.X, data.y, hparams)
     s = mcmc.get_samples(group_by_chain=True)
-    return {"beta": s["beta"], "sigma2": s["sigma2"], "tau2": s["tau2"], "lambda2": s["lambda2"]}
+    # numpyro draws its unconstrained sites in the default dtype (float64 under x64): in X's, as Gibbs's
+    return {name: s[name].astype(data.X.dtype) for name in ("beta", "sigma2", "tau2", "lambda2")}
 
 
 def to_inference_data(samples: dict):

@@ -221,3 +221,14 @@ def test_draws_beyond_float32_are_refused_by_the_functional_sampler_and_kept_by_
         bl.sample_posterior(jax.random.key(0), X, y, num_warmup=10, num_samples=10)
     est = BayesianLassoRegressor(num_warmup=10, num_samples=10, random_state=0).fit(X, y)
     assert np.all(np.isfinite(est.samples_["sigma2"])) and np.median(est.samples_["sigma2"]) > 1e39
+
+
+def test_both_samplers_return_draws_in_the_data_dtype():
+    """With x64 on (as in these tests) NUTS returned float64 draws for float32 data, the
+    Gibbs sampler float32."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 3)).astype(np.float32)
+    y = (X @ np.array([1.0, 0.0, -1.0]) + 0.3 * rng.normal(size=20)).astype(np.float32)
+    for method in ("gibbs", "nuts"):
+        draws = bl.sample_posterior(jax.random.key(0), X, y, method=method, num_warmup=20, num_samples=20)
+        assert {v.dtype for v in draws.values()} == {np.dtype(np.float32)}, method
