@@ -16,6 +16,9 @@ Parts:
   the exact test at m = 10,000, and the time at m = 100,000.
 - ``dhsic``: R dHSIC's gamma and permutation p-values on the same draws, if installed.
 
+A run of some parts (``--only``) keeps the other parts' earlier entries in the results file;
+``dates`` says when each part last ran.
+
     python benchmarks/bench_hsic.py
     python benchmarks/bench_hsic.py --only permutation gamma --repeats 2
 """
@@ -169,12 +172,22 @@ def dhsic_part() -> dict:
     return out
 
 
+def merged(path: Path, out: dict, parts) -> dict:
+    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
+    ``dates`` says when each part last ran."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    dates = old.get("dates") or {part: old.get("date", "unrecorded") for part in PARTS if part in old}
+    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "hsic.json"))
     args = parser.parse_args(argv)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "devices": jax.local_device_count(),
                "date": time.strftime("%Y-%m-%d"), "jax": jax.__version__, "float": "float64"}
     if "permutation" in args.only:
@@ -208,8 +221,7 @@ def main(argv=None) -> None:
     if "dhsic" in args.only:
         results["dhsic"] = dhsic_part()
         print(f"dHSIC: {results['dhsic'].get('skipped', 'compared (see JSON)')}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2, default=float))
+    path.write_text(json.dumps(merged(path, results, args.only), indent=2, default=float))
     print(f"written to {args.out}")
 
 

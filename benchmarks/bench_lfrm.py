@@ -1,7 +1,7 @@
 """Speed of the LFRM sampler against a straightforward NumPy implementation of the same
 sweep, measured in one run.
 
-    python benchmarks/bench_lfrm.py [--only kinship nips234] [--sweeps 100] [--paper-scale]
+    python benchmarks/bench_lfrm.py [--only kinship nips234] [--sweeps 100] [--paper-scale] [--out PATH]
 
 For each data set (kinship, global setting: R = 26, N = 104, K_max = 16; NIPS-234:
 symmetric, N = 234, K_max = 48), with 20% of the cells held out as in
@@ -16,7 +16,9 @@ symmetric, N = 234, K_max = 48), with 20% of the cells held out as in
   sweep is ours and its ESS per second scales with its sweep rate;
 * ``--paper-scale``: 1000 sweeps on NIPS-234, one chain (target <= 5 minutes).
 
-Writes ``benchmarks/results/lfrm.json``.
+Writes ``benchmarks/results/lfrm.json`` (or ``--out``). A run of some data sets (``--only``)
+keeps the other data sets' entries and an earlier paper-scale run in the results file;
+``dates`` says when each last ran.
 """
 
 from __future__ import annotations
@@ -190,14 +192,29 @@ def time_numpy(data, hp, sweeps: int):
     return {"sweeps": sweeps, "seconds": seconds, "seconds_per_sweep": seconds / sweeps}
 
 
-def main():
+def merged(path: Path, out: dict, parts) -> dict:
+    """``out`` over the earlier results at ``path``: the data sets not run now and an earlier
+    paper-scale run keep their entries, and ``dates`` says when each last ran ("unrecorded"
+    for entries from before the dates were kept)."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    earlier = [*old.get("cases", {}), *(["paper_scale_nips234"] if "paper_scale_nips234" in old else [])]
+    dates = {part: old.get("dates", {}).get(part, old.get("date", "unrecorded")) for part in earlier}
+    return {**old, **out, "cases": {**old.get("cases", {}), **out["cases"]},
+            "dates": {**dates, **{part: out["date"] for part in parts}}}
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     ap.add_argument("--sweeps", type=int, default=100)
     ap.add_argument("--numpy-sweeps", type=int, default=3)
     ap.add_argument("--paper-scale", action="store_true")
-    args = ap.parse_args()
-    out = {"machine": platform.platform(), "devices": [str(d) for d in jax.devices()], "cases": {}}
+    ap.add_argument("--out", default=str(HERE / "results" / "lfrm.json"))
+    args = ap.parse_args(argv)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = {"machine": platform.platform(), "devices": [str(d) for d in jax.devices()], "date": time.strftime("%Y-%m-%d"),
+           "cases": {}}
     for name in args.only:
         data, hp = problem(name)
         one = time_ours(data, hp, args.sweeps, 1)
@@ -217,9 +234,8 @@ def main():
         out["paper_scale_nips234"] = full
         print(f"NIPS-234, 1000 sweeps, one chain: {full['seconds']:.0f} s after {full['compile_s']:.1f} s compile "
               f"(target <= 300 s)", flush=True)
-    path = HERE / "results" / "lfrm.json"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(json.dumps(out, indent=2))
+    path.write_text(json.dumps(merged(path, out, [*args.only, *(["paper_scale_nips234"] if args.paper_scale else [])]), indent=2))
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Speed and memory of the SBMoE fit at the paper's size, measured in one run.
 
-    python benchmarks/bench_sbmoe.py [--only fit restarts large] [--dtype float32|float64]
+    python benchmarks/bench_sbmoe.py [--only fit restarts large] [--dtype float32|float64] [--out PATH]
 
 * ``fit``: the 2-D problem of Section 4.2 at the paper's size (N = 2000, Dx = 32,
   Dy = 2, C = 64, 20 VB sweeps x 50 gate sub-steps, 2 Bartlett draws per sub-step).
@@ -13,7 +13,8 @@
   row blocks of 1000: fits in memory, peak resident memory reported.
 
 Each case runs in its own process so that its peak memory is its own. Writes
-``benchmarks/results/sbmoe.json``.
+``benchmarks/results/sbmoe.json`` (or ``--out``): the cases run now over those kept from earlier runs (another
+dtype, or cases not run now), ``dates`` saying when each case last ran.
 """
 
 from __future__ import annotations
@@ -117,16 +118,18 @@ def run_case(case: str, dtype_name: str) -> dict:
     }
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--out", default=str(HERE / "results" / "sbmoe.json"))
     parser.add_argument("--case", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.case:
         print(json.dumps(run_case(args.case, args.dtype)))
         return
-    results = {"machine": platform.platform(), "python": platform.python_version(), "cases": {}}
+    results = {"machine": platform.platform(), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
+               "cases": {}}
     started = time.strftime("%Y-%m-%d %H:%M:%S")  # marks this run's cases among those kept from earlier runs
     for case in args.only:
         proc = subprocess.run([sys.executable, __file__, "--case", case, "--dtype", args.dtype], capture_output=True, text=True)
@@ -145,11 +148,12 @@ def main() -> None:
         else:
             print(f"large N=8000, 2 sweeps: {r['seconds']:.1f} s ({r['seconds'] / 2:.1f} s per sweep), "
                   f"peak RSS {r['peak_rss_mib']:.0f} MiB, finite ELBO {r['finite']}")
-    out = HERE / "results" / "sbmoe.json"
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     previous = json.loads(out.read_text()) if out.exists() else {}
     previous.setdefault("cases", {}).update(results["cases"])
     previous.update({k: v for k, v in results.items() if k != "cases"})
+    previous["dates"] = {name: c.get("run", "unrecorded")[:10] for name, c in previous["cases"].items()}
     out.write_text(json.dumps(previous, indent=2))
     print(f"wrote {out}")
 

@@ -2,7 +2,7 @@
 fastrvm (a C++ port of Tipping's SparseBayes), kernlab's ``rvm`` and glmnet's
 ``cv.glmnet`` (R), and scikit-learn's ``LassoCV``.
 
-    python benchmarks/bench_sparse_bayes.py [--only batch large diabetes] [--sets 100] [--splits 100]
+    python benchmarks/bench_sparse_bayes.py [--only batch large diabetes] [--sets 100] [--splits 100] [--out PATH]
 
 * ``batch``: sinc, N = 100, Gaussian kernel exp(-0.1 (x - x')^2): each method's
   ``--sets`` data sets per noise level as one vmapped fit; amortised milliseconds per fit
@@ -24,7 +24,8 @@ fastrvm (a C++ port of Tipping's SparseBayes), kernlab's ``rvm`` and glmnet's
 fastrvm is a benchmark-only dependency (``pip install fastrvm``, in the ``bench`` extra), as
 are R, kernlab and glmnet (``bash benchmarks/setup_r_peers.sh``; run through
 ``benchmarks/peers_r.py``); a missing peer is skipped with a message. Writes
-``benchmarks/results/sparse_bayes.json``.
+``benchmarks/results/sparse_bayes.json`` (or ``--out``); a run of some parts (``--only``) keeps
+the other parts' earlier entries, and ``dates`` says when each part last ran.
 """
 
 from __future__ import annotations
@@ -216,24 +217,36 @@ def diabetes(n_splits: int, seed: int = 0) -> dict:
     return out
 
 
-def main():
+PARTS = ("batch", "large", "diabetes")
+
+
+def merged(path: Path, out: dict, parts) -> dict:
+    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
+    ``dates`` says when each part last ran ("unrecorded" for a file without dates)."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    dates = old.get("dates") or {part: old.get("date", "unrecorded") for part in PARTS if part in old}
+    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parts = ["batch", "large", "diabetes"]
-    ap.add_argument("--only", nargs="+", choices=parts, default=parts)
+    ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
     ap.add_argument("--sets", type=int, default=100)
     ap.add_argument("--splits", type=int, default=100, help="random 70/30 diabetes splits")
-    args = ap.parse_args()
+    ap.add_argument("--out", default=str(HERE / "results" / "sparse_bayes.json"))
+    args = ap.parse_args(argv)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
     jax.config.update("jax_enable_x64", True)
-    out = {"machine": platform.platform(), "cpus": os.cpu_count(), "devices": jax.local_device_count(), "jax": jax.__version__}
+    out = {"date": time.strftime("%Y-%m-%d"), "machine": platform.platform(), "cpus": os.cpu_count(),
+           "devices": jax.local_device_count(), "jax": jax.__version__}
     if "batch" in args.only:
         out["batch"] = batch(args.sets)
     if "large" in args.only:
         out["large"] = large()
     if "diabetes" in args.only:
         out["diabetes"] = diabetes(args.splits)
-    path = HERE / "results" / "sparse_bayes.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2))
+    path.write_text(json.dumps(merged(path, out, args.only), indent=2))
     print(f"wrote {path}")
 
 

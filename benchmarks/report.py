@@ -12,6 +12,13 @@ agreement) and our compile time, apart. ``--device gpu`` runs the scripts with
 ``JAX_PLATFORMS=cuda`` and records the device; peers stay where they run (CPU, R, Octave).
 ``--quick`` passes each script its small settings where it has them. ``--bsml-peer`` is a
 checkout of the BSML author's code (``mehmetgonen/bssml``), timed under Octave beside ours.
+
+``--only`` chooses which scripts run; the report always has every model's section, each from
+the results its script last saved. A peer the script skipped (R, Octave or hyppo not
+installed) is marked so in the peer column beside our numbers. The exit status is 1 when a
+script that ran failed (the report is still written), 130 when the run was interrupted
+(Ctrl-C: the running script is stopped, the ones after it are not run, and the report is
+written from the saved results), else 0.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import datetime
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -48,14 +56,35 @@ SCRIPTS = {
 TITLES = {"estimators": "Estimators: second fit against the functional call"}
 
 
-def _committed(path: Path) -> str | None:
-    """The date of the last commit of ``path`` (a checkout's file times are those of the checkout)."""
+def _git(path: Path, *args: str) -> str:
+    """The output of ``git ARGS -- path`` run beside ``path`` ("" where git or a repository is missing)."""
     try:
-        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", str(path)], capture_output=True, text=True, cwd=HERE,
-                             timeout=10)
+        out = subprocess.run(["git", *args, "--", path.name], capture_output=True, text=True, cwd=path.parent, timeout=10)
     except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _committed(path: Path) -> str | None:
+    """The date of the last commit of ``path`` when the file is as committed (a checkout's file
+    times are those of the checkout); None when it has changes not committed (a fresh run's
+    results), is untracked, or is outside a repository."""
+    if _git(path, "status", "--porcelain"):
         return None
-    return out.stdout.strip() or None
+    return _git(path, "log", "-1", "--format=%cs") or None
+
+
+def results_date(data: dict, path: Path) -> str:
+    """When the results were measured: the date the script recorded, else the date of the
+    file's last commit while the file is unchanged since, else its modification time. Where
+    parts were rerun apart (``--only``), the range of their dates, each part named."""
+    dates = data.get("dates", {})
+    known = sorted(v for v in dates.values() if v[:1].isdigit())  # not "unrecorded"
+    if len(set(dates.values())) > 1:
+        span = " to ".join(dict.fromkeys([known[0], known[-1]])) if known else "unrecorded dates"
+        return f"{span} ({', '.join(f'{k} {v}' for k, v in sorted(dates.items()))})"
+    return ((known and known[0]) or data.get("date") or _committed(path)
+            or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat())
 
 
 def row(case, ours=None, peer=None, peer_s=None, accuracy="", compile_s=None) -> dict:
@@ -63,6 +92,17 @@ def row(case, ours=None, peer=None, peer_s=None, accuracy="", compile_s=None) ->
     ratio = peer_s / ours if ours and peer_s else None
     return {"case": case, "ours": ours, "peer": peer, "peer_s": peer_s, "ratio": ratio, "accuracy": accuracy,
             "compile_s": compile_s}
+
+
+def measured(entry) -> bool:
+    """Whether a peer's entry holds its results (not absent, not marked skipped)."""
+    return isinstance(entry, dict) and "skipped" not in entry
+
+
+def absent(peer: str, entry=None) -> str:
+    """The peer column of a peer that was not measured: its name and the script's reason."""
+    reason = entry.get("skipped") if isinstance(entry, dict) else None
+    return f"{peer}: skipped ({reason})" if reason else f"{peer}: not run"
 
 
 def batch_row(case, batch_s, one_s) -> dict:
@@ -124,22 +164,28 @@ def rows_sparse_bayes(d):
         for m in ("RVM", "FLAP", "FLAP-sigma", "BLS"):
             if m in methods:
                 r = methods[m]
-                out.append(row(f"sinc, noise {noise}: {m} (per fit, vmapped)", r["ms_per_fit"] / 1e3, "fastrvm" if peer else None,
-                               peer and peer["ms_per_fit"] / 1e3,
+                out.append(row(f"sinc, noise {noise}: {m} (per fit, vmapped)", r["ms_per_fit"] / 1e3,
+                               "fastrvm" if peer else absent("fastrvm"), peer and peer["ms_per_fit"] / 1e3,
                                f"RMSE {r['rmse_mean']:.4f}" + (f" / {peer['rmse_mean']:.4f}" if peer else ""), r.get("compile_s")))
-        if "kernlab" in methods and "RVM" in methods:
-            k = methods["kernlab"]
-            out.append(row(f"sinc, noise {noise}: RVM vs kernlab rvm", methods["RVM"]["ms_per_fit"] / 1e3, "R kernlab",
-                           k["ms_per_fit"] / 1e3, f"RMSE {methods['RVM']['rmse_mean']:.4f} / {k['rmse_mean']:.4f}"))
+        if "RVM" in methods:
+            k, ours = methods.get("kernlab"), methods["RVM"]
+            reached = f"RMSE {ours['rmse_mean']:.4f}" + (f" / {k['rmse_mean']:.4f}" if k and k["rmse_mean"] is not None else "")
+            out.append(row(f"sinc, noise {noise}: RVM vs kernlab rvm", ours["ms_per_fit"] / 1e3,
+                           "R kernlab" if k else absent("R kernlab"), k and k["ms_per_fit"] / 1e3, reached))
     for n, r in d.get("large", {}).items():
-        out.append(row(f"sinc, N = {n}: RVM", r["ours_s"], "fastrvm", r.get("fastrvm_s"),
-                       f"RMSE {r['rmse']:.4f} / {r.get('fastrvm_rmse', float('nan')):.4f}", r.get("compile_s")))
+        peer = "fastrvm_s" in r
+        out.append(row(f"sinc, N = {n}: RVM", r["ours_s"], "fastrvm" if peer else absent("fastrvm"), r.get("fastrvm_s"),
+                       f"RMSE {r['rmse']:.4f}" + (f" / {r['fastrvm_rmse']:.4f}" if peer else ""), r.get("compile_s")))
     if "diabetes" in d and "ours_bls" in d["diabetes"]:
         db = d["diabetes"]
+        case = f"diabetes, {db['splits']} splits: BLS (per fit)"
         for peer, name in (("glmnet_cv", "R glmnet cv.glmnet"), ("sklearn_lassocv", "scikit-learn LassoCV")):
             if peer in db:
-                out.append(row("diabetes, 100 splits: BLS (per fit)", db["ours_bls"]["s_per_fit"], name, db[peer]["s_per_fit"],
+                out.append(row(case, db["ours_bls"]["s_per_fit"], name, db[peer]["s_per_fit"],
                                f"RMSE {db['ours_bls']['rmse_mean']:.2f} / {db[peer]['rmse_mean']:.2f}", db["ours_bls"].get("compile_s")))
+            else:
+                out.append(row(case, db["ours_bls"]["s_per_fit"], absent(name), accuracy=f"RMSE {db['ours_bls']['rmse_mean']:.2f}",
+                               compile_s=db["ours_bls"].get("compile_s")))
     return out
 
 
@@ -160,23 +206,28 @@ def rows_glasso(d):
     for s in d.get("sizes", []):
         ours = s["bayeskit"]
         for peer in ("R glasso", "scikit-learn"):
-            if peer in s and "seconds" in s[peer]:
+            if measured(s.get(peer)):
                 out.append(row(f"p = {s['p']}, alpha = {s['alpha']}", ours["seconds"], peer, s[peer]["seconds"],
                                f"KKT {ours['kkt']:.1e} / {s[peer].get('kkt', float('nan')):.1e}", ours.get("compile_seconds")))
-    real = [r for r in d.get("real", {}).get("rows", []) if "seconds" in r["R glasso"]]
+            elif peer in s:
+                out.append(row(f"p = {s['p']}, alpha = {s['alpha']}", ours["seconds"], absent(peer, s[peer]),
+                               accuracy=f"KKT {ours['kkt']:.1e}", compile_s=ours.get("compile_seconds")))
+    real = [r for r in d.get("real", {}).get("rows", []) if measured(r["R glasso"])]
     for r in (r for r in real if r["data"] == "breast cancer"):
         out.append(row(f"breast-cancer correlation (p = 30), alpha = {r['alpha']}, "
                        f"{'diagonal penalised' if r['penalize_diagonal'] else 'diagonal free'}", r["seconds"], "R glasso",
                        r["R glasso"]["seconds"], f"{r['n_iter']} iterations; objective gap {r['objective_gap']:.0e}"))
     for part, kind in (("real", "correlation"), ("raw", "raw covariance")):
-        compared = [r for r in d.get(part, {}).get("rows", []) if "seconds" in r["R glasso"]]
-        for name in dict.fromkeys(r["data"] for r in compared):
-            cases = [r for r in compared if r["data"] == name]
+        rows = d.get(part, {}).get("rows", [])
+        for name in dict.fromkeys(r["data"] for r in rows):
+            cases = [r for r in rows if r["data"] == name and measured(r["R glasso"])]
+            peer = ("R glasso", geometric_mean([r["R glasso"]["seconds"] for r in cases])) if cases else (
+                absent("R glasso", next(r for r in rows if r["data"] == name)["R glasso"]), None)
+            cases = cases or [r for r in rows if r["data"] == name]
             top = (f"; glasso.fit at top level {geometric_mean([r['top_level_seconds'] for r in cases]):.3g} s"
                    if all("top_level_seconds" in r for r in cases) else "")
             out.append(row(f"{name} {kind} (p = {cases[0]['p']}), {len(cases)} cases, geometric mean",
-                           geometric_mean([r["seconds"] for r in cases]), "R glasso",
-                           geometric_mean([r["R glasso"]["seconds"] for r in cases]),
+                           geometric_mean([r["seconds"] for r in cases]), *peer,
                            f"at most {max(r['n_iter'] for r in cases)} iterations{top}"))
     path = d.get("path", {})
     for name in ("path, warm-started", "vmap over alphas"):
@@ -191,13 +242,16 @@ def rows_hsic(d):
     perm = d.get("permutation", {})
     for name in ("independent", "dependent"):
         if name in perm:
-            ours, hy = perm[name]["bayeskit"], perm[name]["hyppo"]
+            ours = perm[name]["bayeskit"]
+            hy = perm[name].get("hyppo", perm.get("hyppo"))  # a skipped hyppo is recorded once, for the whole part
+            peer = ("hyppo", hy["ms_per_permutation"] / 1e3) if measured(hy) else (absent("hyppo", hy), None)
             out.append(row(f"permutation test, m = {perm['m']}, {name} (per permutation)", ours["ms_per_permutation"] / 1e3,
-                           "hyppo", hy["ms_per_permutation"] / 1e3, f"p {ours['p_value']:.3f} / {hy['p_value']:.3f}",
+                           *peer, f"p {ours['p_value']:.3f}" + (f" / {hy['p_value']:.3f}" if measured(hy) else ""),
                            ours.get("compile_seconds")))
     for m, g in d.get("gamma", {}).items():
-        peer = next((k for k in g if k.startswith("hyppo") and isinstance(g[k], dict)), None)
-        out.append(row(f"gamma test, m = {m}", g["bayeskit"]["seconds"], peer, peer and g[peer]["seconds"],
+        name = next((k for k in g if k.startswith("hyppo") and isinstance(g[k], dict)), None)
+        peer = (name, g[name]["seconds"]) if measured(g.get(name)) else (name and absent("hyppo", g[name]), None)
+        out.append(row(f"gamma test, m = {m}", g["bayeskit"]["seconds"], *peer,
                        f"p {g['bayeskit']['p_value']:.3g}", g["bayeskit"].get("compile_seconds")))
     return out
 
@@ -205,10 +259,13 @@ def rows_hsic(d):
 def rows_robpca(d):
     out = []
     for r in d.get("robpca", []):
-        if "rrcov" in r:
+        if measured(r.get("rrcov")):
             out.append(row(f"ROBPCA {r['data']}", r["bayeskit"]["seconds"], "R rrcov PcaHubert", r["rrcov"]["seconds"],
                            f"largest angle {r['largest_angle_degrees']:.1f} deg, flags agree {100 * r['flag_agreement']:.0f}%",
                            r["bayeskit"].get("compile_seconds")))
+        else:
+            out.append(row(f"ROBPCA {r['data']}", r["bayeskit"]["seconds"], absent("R rrcov PcaHubert", r.get("rrcov")),
+                           compile_s=r["bayeskit"].get("compile_seconds")))
         c = r.get("bayeskit_rrcov_conventions")
         if c:
             out.append(row(f"ROBPCA {r['data']}, conventions='rrcov'", c["seconds"], "R rrcov PcaHubert",
@@ -221,10 +278,15 @@ def rows_robpca(d):
                        compile_s=rep.get("compile_seconds")))
     for m in d.get("mcd", []):
         for peer in ("R covMcd", "scikit-learn"):
-            if peer in m:
+            if measured(m.get(peer)):
                 out.append(row(f"FAST-MCD {m['n']} x {m['p']}", m["bayeskit"]["seconds"], peer, m[peer]["seconds"],
                                f"raw log det {m['bayeskit']['raw_log_det']:.3f} / {m[peer]['raw_log_det']:.3f}",
                                m["bayeskit"].get("compile_seconds")))
+            elif peer in m:
+                out.append(row(f"FAST-MCD {m['n']} x {m['p']}", m["bayeskit"]["seconds"], absent(peer, m[peer]),
+                               accuracy=f"raw log det {m['bayeskit']['raw_log_det']:.3f}", compile_s=m["bayeskit"].get("compile_seconds")))
+    if not measured(d.get("small", {})):
+        out.append(row("ROBPCA and FAST-MCD on small real data sets", peer=absent("R rrcov and robustbase", d["small"])))
     small = d.get("small", {}).get("rows", [])
     for method, ours, peer, peer_key, what in (("robpca", "seconds", "R rrcov PcaHubert", "rrcov_seconds", "ROBPCA (k chosen)"),
                                                ("mcd", "seconds", "R robustbase covMcd", "covMcd_seconds", "FAST-MCD")):
@@ -350,19 +412,16 @@ def report(names, runs: dict, device: str) -> str:
         lines += [f"## {TITLES.get(name, name)} (`benchmarks/{script}`)", ""]
         run = runs.get(name)
         if run:
-            lines += [f"Run now: exit status {run['returncode']}, {run['seconds']:.0f} s, log `{run['log']}`.", ""]
+            failed = " **failed**: the results below are those it last saved" if run["returncode"] else ""
+            lines += [f"Run now: exit status {run['returncode']}{failed}, {run['seconds']:.0f} s, log `{run['log']}`.", ""]
         path = RESULTS / result_file
         if not path.exists():
             lines += [f"No results: `{_shown(path)}` is missing (run `python benchmarks/{script}`).", ""]
             continue
         data = json.loads(path.read_text())
-        stamp = data.get("date") or _committed(path) or datetime.date.fromtimestamp(path.stat().st_mtime).isoformat()
-        dates = sorted(set(data.get("dates", {}).values()))  # per part, where parts were rerun apart (--only)
-        if len(dates) > 1:
-            stamp = f"{dates[0]} to {dates[-1]} ({', '.join(f'{k} {v}' for k, v in sorted(data['dates'].items()))})"
         where = data.get("machine", "an unrecorded machine")
         where = where.get("platform", str(where)) if isinstance(where, dict) else where
-        lines += [f"Results of {stamp} on {where}.", ""]
+        lines += [f"Results of {results_date(data, path)} on {where}.", ""]
         try:
             rows = EXTRACT[name](data)
         except (KeyError, TypeError, ValueError) as e:
@@ -386,8 +445,9 @@ def scaling_section() -> list[str]:
     if not path.exists():
         return ["## Scaling", "", "No results: run `python benchmarks/scaling.py`.", ""]
     data = json.loads(path.read_text())
+    data["dates"] = {name: c["date"] for name, c in data["cases"].items() if "date" in c}  # cases rerun apart (--only)
     lines = ["## Scaling (`benchmarks/scaling.py`, `results/scaling.png`)", "",
-             f"Results of {data['date']} on {data['machine']}. Log-log slopes over the largest three sizes; "
+             f"Results of {results_date(data, path)} on {data['machine']}. Log-log slopes over the largest three sizes; "
              "memory is XLA's planned bytes of the compiled call.", "",
              "| case | sizes | time slope (stated) | memory slope (stated) | largest: time, memory |", "|---|---|---|---|---|"]
     for name, c in data["cases"].items():
@@ -403,7 +463,8 @@ def scaling_section() -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", action="store_true", help="run the benchmark scripts first")
-    parser.add_argument("--only", nargs="+", choices=list(SCRIPTS), default=list(SCRIPTS))
+    parser.add_argument("--only", nargs="+", choices=list(SCRIPTS), default=list(SCRIPTS),
+                        help="run only these models' scripts (the report keeps every model's section)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
     parser.add_argument("--quick", action="store_true", help="the scripts' small settings")
     parser.add_argument("--bsml-peer", metavar="PATH", help="the BSML author's code (mehmetgonen/bssml), run under Octave")
@@ -411,16 +472,38 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.device == "gpu":
         os.environ["JAX_PLATFORMS"] = "cuda"
+    args.only = list(dict.fromkeys(args.only))
+    on_interrupt = signal.getsignal(signal.SIGINT)
+    try:
+        runs = run_all(args) if args.run else {}
+        text = report(list(SCRIPTS), runs, args.device)
+        Path(args.out).write_text(text + "\n")
+    finally:
+        signal.signal(signal.SIGINT, on_interrupt)
+    print(f"wrote {args.out}")
+    failed = [name for name, run in runs.items() if run["returncode"] != 0]
+    if failed:
+        print(f"failed: {', '.join(failed)} (see their logs under {_shown(RESULTS / 'logs')})", file=sys.stderr)
+    if args.run and len(runs) < len(args.only):
+        print(f"interrupted: {', '.join(args.only[len(runs):])} not run to the end; the report gives the results saved earlier",
+              file=sys.stderr)
+        return 130
+    return 1 if failed else 0
+
+
+def run_all(args) -> dict:
+    """Run the chosen models' scripts one after another: {model: its run}. A Ctrl-C stops the
+    running script and runs no more; the runs that ended are returned, for the report, and
+    further Ctrl-Cs are ignored until it is written."""
     runs = {}
-    if args.run:
+    try:
         for name in args.only:
             print(f"== {name}", flush=True)
             runs[name] = run_benchmark(name, args.device, args.quick, args.bsml_peer)
             print(f"   exit {runs[name]['returncode']} after {runs[name]['seconds']:.0f} s", flush=True)
-    text = report(args.only, runs, args.device)
-    Path(args.out).write_text(text + "\n")
-    print(f"wrote {args.out}")
-    return 0
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the report short
+    return runs
 
 
 if __name__ == "__main__":

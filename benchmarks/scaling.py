@@ -8,7 +8,9 @@ runs after compilation, the memory XLA's own account of the compiled program (ar
 outputs and temporaries: the peak it plans for). The slope is fitted to the largest three
 sizes (the asymptotic regime) and compared with the exponent of the stated complexity of
 the varied size; a slope more than 0.35 above it is flagged as steeper than the
-algorithm. Writes ``benchmarks/results/scaling.json`` and ``scaling.png``.
+algorithm. Writes ``benchmarks/results/scaling.json`` and ``scaling.png`` (or ``--out`` and
+the PNG beside it, the folder made first). A run of some cases (``--only``) keeps the other
+cases' earlier results in the file and the figure; each case records the date it ran.
 
 | case | call | stated time | stated memory |
 |---|---|---|---|
@@ -181,20 +183,34 @@ def figure(results: dict, path: Path):
     fig.savefig(path, dpi=110)
 
 
+def merged(path: Path, run: dict) -> dict:
+    """This run's results over the earlier ones at ``path``: the cases not run now keep their
+    rows (each with the date it ran, "unrecorded" from a file before these dates), the others
+    are replaced; the cases keep the order of ``CASES``."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    earlier = {name: {"date": old.get("date", "unrecorded"), **case} for name, case in old.get("cases", {}).items()}
+    cases = {**earlier, **run["cases"]}
+    order = [name for name in CASES if name in cases] + [name for name in cases if name not in CASES]
+    return {**run, "cases": {name: cases[name] for name in order}}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=list(CASES), default=list(CASES), metavar="CASE")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=str(HERE / "results" / "scaling.json"))
     args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # before measuring: a path that cannot be written fails at once
+    date = time.strftime("%Y-%m-%d")
     results = {}
     for name in args.only:
         print(f"== {name}", flush=True)
-        results[name] = run_case(name, args.repeats)
-    out = Path(args.out)
-    out.write_text(json.dumps({"machine": platform.platform(), "date": time.strftime("%Y-%m-%d"), "jax": jax.__version__,
-                               "devices": [str(d) for d in jax.devices()], "cases": results}, indent=2))
-    figure(results, out.with_suffix(".png"))
+        results[name] = {"date": date, **run_case(name, args.repeats)}
+    data = merged(out, {"machine": platform.platform(), "date": date, "jax": jax.__version__,
+                        "devices": [str(d) for d in jax.devices()], "cases": results})
+    out.write_text(json.dumps(data, indent=2))
+    figure(data["cases"], out.with_suffix(".png"))
     print(f"wrote {out} and {out.with_suffix('.png')}")
     return 0
 
