@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import signal
 import sys
 import textwrap
 import time
 from pathlib import Path
 
 from bayeskit import __version__
+
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it
 
 
 def _whole_number(least: int):
@@ -135,14 +138,31 @@ def main(argv: list[str] | None = None) -> int:
 
     jobs = default_jobs(args.quick, len(names), args.jobs)
     start = time.perf_counter()
-    if jobs == 1:
-        failed = run_serial(names, (args.out, args.quick, args.seed))
-    else:
-        print(f"{len(names)} experiments on {jobs} worker processes; each one's tables are printed when it ends", flush=True)
-        failed = run_parallel(longest_first(names) if args.quick else names, (args.out, args.quick, args.seed, True), jobs)
+    try:
+        if jobs == 1:
+            failed = run_serial(names, (args.out, args.quick, args.seed))
+        else:
+            print(f"{len(names)} experiments on {jobs} worker processes; each one's tables are printed when it ends", flush=True)
+            failed = run_parallel(longest_first(names) if args.quick else names, (args.out, args.quick, args.seed, True), jobs)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second interrupt (`timeout` signals the whole group) ends nothing half-way
+        print(_interrupted(names, args.out, time.perf_counter() - start), file=sys.stderr, flush=True)
+        return INTERRUPTED
     print(f"== {len(names) - len(failed)} of {len(names)} experiments done in {time.perf_counter() - start:.1f} s"
           + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
+
+
+def _interrupted(names: list[str], out: str, seconds: float) -> str:
+    """The line that ends an interrupted reproduction: where its outputs are, and what a rerun
+    does with them (the experiments that save as they go resume; the others start again)."""
+    from bayeskit.experiments import RESUMABLE
+
+    resuming = [name for name in names if name in RESUMABLE]
+    listed = " and ".join([", ".join(resuming[:-1]), *resuming[-1:]] if len(resuming) > 1 else resuming)
+    rerun = (f"a rerun with the same settings resumes {listed} from what {'it' if len(resuming) == 1 else 'they'} saved "
+             "there and starts the others again" if resuming else "a rerun starts the experiments again")
+    return f"== interrupted after {seconds:.1f} s; the outputs written so far are in {out}/; {rerun}"
 
 
 def _bench(parser, args, folder: Path | None) -> int:
@@ -165,7 +185,13 @@ def _bench(parser, args, folder: Path | None) -> int:
     cmd += ["--bsml-peer", args.bsml_peer] if args.bsml_peer else []
     if not args.report:
         cmd += ["--run"] + (["--only", *args.only] if args.only else [])
-    return subprocess.call(cmd)
+    with subprocess.Popen(cmd) as report:
+        try:
+            return report.wait()
+        except KeyboardInterrupt:  # passed on where it reached this process alone; report.py then writes the report
+            report.send_signal(signal.SIGINT)
+            report.wait()
+            return INTERRUPTED
 
 
 if __name__ == "__main__":

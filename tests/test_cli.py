@@ -306,3 +306,46 @@ def test_version(capsys):
     from bayeskit import __version__
 
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"bayeskit {__version__}"
+
+
+@pytest.fixture
+def restore_sigint():
+    """The test process's Ctrl-C handler as it was, after a test of a command that sets it."""
+    import signal
+
+    handler = signal.getsignal(signal.SIGINT)
+    yield
+    signal.signal(signal.SIGINT, handler)
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_interrupted_reproduction_says_where_its_outputs_are_and_exits_130(monkeypatch, tmp_path, capsys, jobs,
+                                                                              restore_sigint):
+    """Ctrl-C, in serial and in parallel runs: one line (no traceback) that names the output
+    folder and the experiments a rerun resumes, and the exit status 130."""
+    from bayeskit.experiments import runner
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_serial", interrupted)
+    monkeypatch.setattr(runner, "run_parallel", interrupted)
+    argv = ["reproduce", "--quick", "--jobs", jobs, "--out", str(tmp_path)]
+    assert cli.main([*argv, "--only", "bsml_ard", "lfrm_link_prediction", "sbmoe_synthetic"]) == 130
+    line = capsys.readouterr().err.strip()
+    assert "\n" not in line and line.startswith("== interrupted after") and f"are in {tmp_path}/" in line
+    assert "resumes lfrm_link_prediction and sbmoe_synthetic from what they saved there" in line and "bsml_ard" not in line
+    assert cli.main([*argv, "--only", "bsml_ard"]) == 130
+    assert "a rerun starts the experiments again" in capsys.readouterr().err
+
+
+def test_the_experiments_said_to_resume_are_those_that_read_their_earlier_results():
+    """``RESUMABLE`` (named by the interrupt's message) is the experiments whose source calls
+    ``earlier_results``."""
+    from pathlib import Path
+
+    from bayeskit.experiments import RESUMABLE
+
+    folder = Path(cli.__file__).parent / "experiments"
+    calling = {name for name in EXPERIMENTS if "earlier_results(" in (folder / f"{name}.py").read_text()}
+    assert set(RESUMABLE) == calling

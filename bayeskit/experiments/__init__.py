@@ -2,7 +2,9 @@
 
 Each module reproduces one table or figure: ``run(out_dir, quick=False) -> dict`` prints
 our numbers beside the paper's and writes JSON (and PNG where the paper has a figure)
-to ``out_dir``. Quick mode finishes in about a minute on two cores.
+to ``out_dir``. The JSON is standard (RFC 8259): a number that is not finite (an infinite
+R-hat, an undefined AUC) is written as null. Quick mode finishes in about a minute on two
+cores.
 :mod:`bayeskit.experiments.runner` runs them one after another or side by side.
 
 The registry imports nothing: ``bayeskit list`` reads each module's docstring from its
@@ -19,6 +21,10 @@ from types import ModuleType
 EXPERIMENTS = ("bsml_supervised", "bsml_ard", "bsml_semisupervised", "sbmoe_synthetic", "sbmoe_sensitivity", "ibp_toy",
                "lfrm_link_prediction", "sparse_bayes_sinc", "sparse_bayes_bump", "sparse_bayes_selection", "rca_simulation",
                "rca_sachs", "hsic_level_power", "robpca_examples", "robpca_simulation", "sparse_pca_text")
+# the experiments that save their JSON as they go and, rerun with the same settings into the
+# same folder, keep what they saved and run the rest (``common.earlier_results``); the others
+# start again
+RESUMABLE = ("bsml_supervised", "sbmoe_synthetic", "lfrm_link_prediction")
 
 
 def _check(name: str) -> str:
@@ -40,4 +46,4 @@ def load_experiment(name: str) -> ModuleType:
     return importlib.import_module(_check(name))
 
 
-__all__ = ["EXPERIMENTS", "load_experiment", "summary"]
+__all__ = ["EXPERIMENTS", "RESUMABLE", "load_experiment", "summary"]

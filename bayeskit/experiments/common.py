@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -153,16 +154,43 @@ def earlier_results(out_dir: str | os.PathLike, name: str, settings: dict) -> di
         earlier = json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return {}
-    if any(earlier.get(k) != json.loads(json.dumps(v, default=float)) for k, v in settings.items()):
+    if any(earlier.get(k) != json.loads(to_json(v)) for k, v in settings.items()):
         return {}
     return earlier["results"]
 
 
+def _finite_or_none(value):
+    """``value`` with every float that is not finite (NaN, infinity) replaced by None, through
+    dicts, lists and tuples."""
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _number(value) -> float | None:
+    """A number json does not know (a NumPy or JAX scalar) as a float, None when not finite."""
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def to_json(value, indent: int | None = None) -> str:
+    """``value`` as standard JSON (RFC 8259, which has no NaN or infinity, so that strict
+    parsers read it): a number that is not finite, such as an infinite R-hat, is written as
+    null."""
+    return json.dumps(_finite_or_none(value), indent=indent, default=_number, allow_nan=False)
+
+
 def write_json(out_dir: str | os.PathLike, name: str, payload: dict) -> Path:
+    """Write ``payload`` to ``out_dir/name.json`` as standard JSON (:func:`to_json`: a number
+    that is not finite is null)."""
     path = Path(out_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".json.partial")
-    partial.write_text(json.dumps(payload, indent=2, default=float))
+    partial.write_text(to_json(payload, indent=2))
     partial.replace(path)  # atomic: an interrupted run never leaves a truncated file
     return path
 

@@ -314,7 +314,7 @@ def run_split(name, setting, row_kind, split_seed, st, quick, done=None, on_meth
 # and at or above this where the within-restart variance of the split halves is rounding
 # noise against the spread between restarts: the restarts are frozen, each in its own state,
 # and R-hat measures only how far apart they are. Counted apart (with undefined ones, NaN),
-# not averaged in.
+# not averaged in. The JSON holds both as null.
 FROZEN_R_HAT = 1e6
 
 
@@ -331,7 +331,7 @@ def summarise(results: dict) -> dict:
         for m in methods:
             aucs = [s[m]["auc_mean"] for s in splits if m in s]
             every = [s[m]["r_hat_log_joint"] for s in splits if "r_hat_log_joint" in s.get(m, {})]
-            rhats = [r for r in every if r < FROZEN_R_HAT]  # NaN and inf compare False
+            rhats = [r for r in every if r is not None and r < FROZEN_R_HAT]  # NaN and inf compare False; a resumed run reads both as None
             summary[m] = {"auc_mean": float(np.mean(aucs)), "auc_sd": float(np.std(aucs)), "n_splits": len(aucs),
                           "r_hat_log_joint_median": float(np.median(rhats)) if rhats else None,
                           "r_hat_log_joint_max": float(np.max(rhats)) if rhats else None, "r_hat_defined_splits": len(rhats),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import threading
@@ -157,12 +158,14 @@ def _pin(index: int, jobs: int) -> None:
 
 def _worker_start(parent: int, started, jobs: int) -> None:
     """In each worker, before anything starts JAX: its share of the cores, no progress
-    bars, prints written at once (so that prints and warnings keep their order), and an
-    exit as soon as the parent process is gone (killed, or ended without stopping its
-    workers), which the pool itself would not notice."""
+    bars, prints written at once (so that prints and warnings keep their order), Ctrl-C
+    left to the parent (which stops the workers; a worker of its own would print a
+    traceback of the interrupt), and an exit as soon as the parent process is gone (killed,
+    or ended without stopping its workers), which the pool itself would not notice."""
     with started.get_lock():
         index, started.value = started.value, started.value + 1
     _pin(index, jobs)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ["BAYESKIT_PROGRESS"] = "0"
     sys.stdout.reconfigure(line_buffering=True)
 
