@@ -258,6 +258,25 @@ def test_robpca_without_r_keeps_the_saved_part_measured_against_r(script, tmp_pa
     assert robpca.kept_without_r(path, ["small", "replications"]) == {}  # nothing of R's to keep: it runs
 
 
+def test_glasso_without_r_keeps_the_saved_parts_measured_against_r(script, tmp_path, monkeypatch, capsys):
+    """Without R, a size or the real matrices measured against R glasso are not rerun (ours
+    alone would replace R's numbers); a size without R's numbers runs."""
+    glasso = script("bench_glasso")
+    monkeypatch.setattr(glasso.peers_r, "r_missing", lambda package=None: "Rscript is not on PATH")
+    ran = []
+    monkeypatch.setattr(glasso, "compare", lambda p, budget: ran.append(p) or {
+        "p": p, "bayeskit": {"seconds": 1.0, "n_iter": 3}, "scikit-learn": {"seconds": 2.0, "ratio": 2.0},
+        "R glasso": {"skipped": "Rscript is not on PATH"}})
+    monkeypatch.setattr(glasso, "real_part", lambda *a, **k: pytest.fail("the real matrices measured without R"))
+    path = tmp_path / "glasso.json"
+    r_row = {"p": 100, "bayeskit": {"seconds": 0.1}, "R glasso": {"seconds": 0.2}}
+    path.write_text(json.dumps({"sizes": [r_row], "real": {"rows": [{"R glasso": {"seconds": 0.01}}]}}))
+    glasso.main(["--sizes", "100", "500", "--real", "--no-path", "--out", str(path)])
+    saved = json.loads(path.read_text())
+    assert ran == [500] and saved["sizes"][0] == r_row and saved["real"] == {"rows": [{"R glasso": {"seconds": 0.01}}]}
+    assert "p = 100: not run (Rscript is not on PATH)" in capsys.readouterr().out
+
+
 def test_scaling_makes_its_folder_and_keeps_the_cases_not_run(script, tmp_path, monkeypatch):
     import jax
     import jax.numpy as jnp
