@@ -17,7 +17,9 @@ Parts:
 - ``dhsic``: R dHSIC's gamma and permutation p-values on the same draws, if installed.
 
 A run of some parts (``--only``) keeps the other parts' earlier entries in the results file;
-``dates`` says when each part last ran.
+``dates`` says when each part last ran. Without hyppo, a part whose saved entry was measured
+against it (``permutation``, ``gamma``) is not run: its saved entry stays as it was (the script
+says so), rather than being replaced by ours alone.
 
     python benchmarks/bench_hsic.py
     python benchmarks/bench_hsic.py --only permutation gamma --repeats 2
@@ -180,6 +182,18 @@ def merged(path: Path, out: dict, parts) -> dict:
     return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
 
 
+def kept_without_hyppo(path: Path, parts) -> list[str]:
+    """The parts of ``parts`` not to run now: hyppo is not installed here, and the results at
+    ``path`` hold a run of the part against it, which a run without hyppo would replace by
+    ours alone."""
+    if hyppo_or_reason()[0] is not None or not path.exists():
+        return []
+    saved = json.loads(path.read_text())
+    measured = {"permutation": lambda part: any("seconds" in part.get(label, {}).get("hyppo", {}) for label in ("independent", "dependent")),
+                "gamma": lambda part: "hyppo (chi^2, auto)" in part.get("1000", {})}
+    return [part for part in parts if part in measured and part in saved and measured[part](saved[part])]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
@@ -188,6 +202,12 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    kept = kept_without_hyppo(path, args.only)
+    for part in kept:
+        print(f"{part}: not run ({hyppo_or_reason()[1]}); its saved entry, measured against hyppo, is kept in {path}")
+    args.only = [part for part in args.only if part not in kept]
+    if not args.only:
+        return
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "devices": jax.local_device_count(),
                "date": time.strftime("%Y-%m-%d"), "jax": jax.__version__, "float": "float64"}
     if "permutation" in args.only:

@@ -277,6 +277,18 @@ def test_glasso_without_r_keeps_the_saved_parts_measured_against_r(script, tmp_p
     assert "p = 100: not run (Rscript is not on PATH)" in capsys.readouterr().out
 
 
+def test_hsic_without_hyppo_keeps_the_saved_parts_measured_against_it(script, tmp_path, monkeypatch, capsys):
+    hsic = script("bench_hsic")
+    monkeypatch.setattr(hsic, "hyppo_or_reason", lambda: (None, "hyppo is not installed (pip install hyppo)"))
+    monkeypatch.setattr(hsic, "permutation_part", lambda repeats: pytest.fail("measured without hyppo"))
+    path = tmp_path / "hsic.json"
+    text = json.dumps({"permutation": {"independent": {"hyppo": {"seconds": 1.0}}}, "dates": {"permutation": "2026-01-01"}})
+    path.write_text(text)
+    hsic.main(["--only", "permutation", "--out", str(path)])
+    assert path.read_text() == text
+    assert "permutation: not run (hyppo is not installed" in capsys.readouterr().out
+
+
 def test_scaling_makes_its_folder_and_keeps_the_cases_not_run(script, tmp_path, monkeypatch):
     import jax
     import jax.numpy as jnp
