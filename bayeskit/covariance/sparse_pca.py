@@ -18,12 +18,19 @@ and x, Sigma into S, s and sigma, and t = Tr Y, c = sigma - lambda - t, the row'
     r > 0 the root of r^3 + c r^2 - beta r - R^2 = 0 (the minimiser of R^2/r - beta log r + (c + r)^2 / 2),
     y = Y u / r,   x = c + r.                                                                (5)
 
-Each update maximises F over its row and column exactly, so F never decreases. ``beta`` is
+Each update raises F over its row and column: (4) by at most 50 sweeps of coordinate ascent
+from the row's current value (on an ill-conditioned Y a few digits short of the QP's optimum:
+F 1.1683373 against 1.1683425 on one row of a small example), (5) exactly, so F never
+decreases. ``beta`` is
 small (the barrier keeps X positive definite); the fit sweeps all rows ``max_iter`` times
 or until F changes by less than ``tol`` relative. ``Hyperparams`` holds lambda and beta.
 
-Safe feature elimination (the paper's Theorem 2.1): a feature with Sigma_ii < lambda is zero
-in every optimal solution and is removed before solving; ties at lambda stay. The sparse
+Safe feature elimination (the paper's Theorem 2.1): a feature with Sigma_ii < lambda is removed
+before solving; ties at lambda stay. As the paper does, the elimination is applied to (1),
+although Theorem 2.1 proves it for the l0 problem, whose optimum never uses such a feature.
+The relaxation's optimum can: Sigma = [[10, 2.5], [2.5, 1]] and lambda = 1.5 give phi = 8.61
+with Z_22 = 0.012 on both features, against 8.5 with the second removed. The components are
+therefore those of (1) on the features that Theorem 2.1 keeps. The sparse
 component is the leading eigenvector of the solution, its entries below ``threshold`` times
 the largest set to zero, renormalised.
 """
@@ -124,7 +131,9 @@ def cubic_root(c, beta, R2) -> Array:
 
 
 def row_update(X, j, Sigma, lam, beta) -> Array:
-    """The exact maximisation (4)-(5) of (3) over row and column ``j``."""
+    """The update (4)-(5) of (3) over row and column ``j`` (module docstring: (4) by at most 50
+    coordinate sweeps)."""
+    X, Sigma = jnp.asarray(X), jnp.asarray(Sigma)  # NumPy arrays have no .at, nor traced indexing
     n = X.shape[0]
     others = jnp.arange(n) != j
     Y = jnp.where(others[:, None] & others[None, :], X, 0.0)
@@ -142,6 +151,7 @@ def row_update(X, j, Sigma, lam, beta) -> Array:
 
 def update(state: State, Sigma, hparams: Hyperparams) -> State:
     """One sweep of (4)-(5) over all rows."""
+    Sigma = jnp.asarray(Sigma)
     step = lambda j, X: row_update(X, j, Sigma, hparams.lam, hparams.beta)
     X = jax.lax.fori_loop(0, Sigma.shape[0], step, state.X)
     return State(X)
@@ -377,6 +387,9 @@ def fit_components(data, n_components: int, *, cardinality: int | None = None, a
     p = data.shape[1]
     if cardinality is not None:
         check_int_in("cardinality", cardinality, 1, p)
+        if cardinality > max_features:
+            raise ValueError(f"cardinality={cardinality} exceeds max_features={max_features}, the features each solve "
+                             "keeps: raise max_features or lower the cardinality.")
     elif not (np.ndim(alpha) == 0 and np.isfinite(alpha) and alpha >= 0):
         raise ValueError(f"alpha must be finite and >= 0; got {alpha!r}.")
     alpha = None if alpha is None else float(alpha)

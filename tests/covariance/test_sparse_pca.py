@@ -253,3 +253,35 @@ def test_functional_components_of_a_data_frame_equal_those_of_its_array():
     got = sparse_pca.fit_components(pd.DataFrame(X), 1, alpha=np.float64(0.5)).state
     want = sparse_pca.fit_components(X, 1, alpha=0.5).state
     np.testing.assert_array_equal(got.components, want.components)
+
+
+def test_safe_elimination_is_exact_for_l0_not_for_the_relaxation():
+    """The module docstring's example: Sigma_22 = 1 < lambda = 1.5, yet the optimum of the
+    relaxation (1) on both features has Z_22 > 0 and phi above the 8.5 of the first feature
+    alone (phi(Z) = Tr(Sigma Z) - lambda |Z|_1 computed here); the pipeline, which eliminates
+    as the paper does, keeps the first feature only."""
+    Sigma = np.array([[10.0, 2.5], [2.5, 1.0]])
+    X = np.asarray(sparse_pca.fit(jnp.asarray(Sigma), sparse_pca.Hyperparams(1.5, 1e-6), max_iter=200).state.X)
+    Z = X / np.trace(X)
+    phi = np.sum(Sigma * Z) - 1.5 * np.abs(Z).sum()
+    assert Z[1, 1] > 0.01 and phi > 8.6
+    assert list(sparse_pca.safe_features(np.diagonal(Sigma), 1.5)) == [0]
+
+
+def test_row_update_and_update_take_numpy_arrays():
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(20, 4))
+    Sigma = A.T @ A / 20
+    X = np.eye(4) / 4
+    np.testing.assert_allclose(sparse_pca.row_update(X, 1, Sigma, 0.1, 1e-4),
+                               sparse_pca.row_update(jnp.asarray(X), 1, jnp.asarray(Sigma), 0.1, 1e-4), rtol=1e-12)
+    hp = sparse_pca.Hyperparams(0.1, 1e-4)
+    np.testing.assert_allclose(sparse_pca.update(sparse_pca.State(jnp.asarray(X)), Sigma, hp).X,
+                               sparse_pca.update(sparse_pca.State(jnp.asarray(X)), jnp.asarray(Sigma), hp).X, rtol=1e-12)
+
+
+def test_a_cardinality_above_max_features_is_refused():
+    """cardinality 5 with max_features 2 returned components of 2 nonzeros without a word."""
+    data = np.random.default_rng(0).normal(size=(30, 8))
+    with pytest.raises(ValueError, match="cardinality=5 exceeds max_features=2"):
+        sparse_pca.fit_components(data, 1, cardinality=5, max_features=2)
