@@ -112,16 +112,17 @@ def sweep(
         chunks of this size (:func:`bayeskit.core.chunks.map_blocks`). Default: all at once.
     process_local : bool
         The batched inputs hold only this process's share of the batch (under
-        ``jax.distributed``); every process must pass the same number of elements.
+        ``jax.distributed``); every process must pass the same number of elements, and the
+        mesh must hold as many devices of each process, each process's together and in
+        process order (:func:`default_mesh` does).
     compiler_options : dict, optional
         XLA options (scalar values) of the compiled program, as ``jax.jit``'s (e.g.
         :func:`bayeskit.core.xla.loop_program` for a fit that is a loop of small steps).
-        A sweep runs at the top level (it gathers its results on the host), where JAX
-        takes them.
+        A sweep runs at the top level (it gathers its results on the host; inside ``jit``
+        or ``vmap`` it is refused), where JAX takes them.
     """
     mesh = default_mesh() if mesh is None else mesh
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size}.")
+    _check_arguments(keys, datasets, hparams, chunk_size)
     datasets = tuple(datasets)
     if not isinstance(in_axes, tuple) or len(in_axes) != 2:
         raise ValueError("in_axes must be a pair (axis of the datasets, axis of the hyperparameters), each 0 (batched) or "
@@ -147,6 +148,7 @@ def sweep(
     n = _batch_size(args, batched)
     n_shards = mesh.devices.size
     if process_local:
+        _check_process_order(mesh)
         sizes = multihost_utils.process_allgather(np.asarray(n))
         if np.any(sizes != n):
             raise ValueError(f"with process_local=True every process must pass the same batch size, got {sizes.tolist()}.")
@@ -169,6 +171,40 @@ def sweep(
     else:
         out = jax.tree.map(lambda x: x[:n], out)
     return Swept(_wrap_keys(out), _status(out))
+
+
+def _check_arguments(keys, datasets, hparams, chunk_size) -> None:
+    """Refuse, by name, what :func:`sweep` cannot take: inputs traced by an enclosing ``jit``
+    or ``vmap`` (a sweep places its batch on the devices and gathers the results on the host:
+    inside a program, ``jax.vmap`` the fit itself), a single key where a batch of keys is
+    needed, one array as ``datasets`` (which would be read as one data argument per row), and
+    a ``chunk_size`` that is not a positive integer."""
+    if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((keys, datasets, hparams))):
+        raise ValueError("bayeskit.sweep runs at the top level (it lays the batch over the devices and gathers the results "
+                         "on the host), not inside jit or vmap; inside a program, jax.vmap the fit itself.")
+    if getattr(keys, "ndim", None) is not None:
+        typed = jax.dtypes.issubdtype(keys.dtype, jax.dtypes.prng_key)
+        if keys.ndim < (1 if typed else 2):
+            raise ValueError(f"keys must be a batch of keys, one per element (jax.random.split(key, B)); got a single key "
+                             f"of shape {np.shape(keys)}.")
+    if isinstance(datasets, (np.ndarray, jax.Array)) or hasattr(datasets, "shape"):
+        raise ValueError(f"datasets must be a tuple of the data arguments, e.g. (X,) or (X, y); got one array of shape "
+                         f"{np.shape(datasets)}.")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+
+
+def _check_process_order(mesh: Mesh) -> None:
+    """With ``process_local``, each process's share is placed on its own devices and the
+    gathered results are read back process by process: the mesh must list every process's
+    devices together, in process order, the same number for each."""
+    owners = np.array([d.process_index for d in mesh.devices.flat])
+    counts = np.bincount(owners, minlength=jax.process_count())
+    if np.any(np.diff(owners) < 0) or np.any(counts != counts[0]):
+        raise ValueError("with process_local=True the mesh must hold the same number of devices from every process, each "
+                         "process's devices together and in process order (as default_mesh() does); got devices of "
+                         f"processes {owners.tolist()}.")
 
 
 def _unwrap_keys(tree):

@@ -205,3 +205,44 @@ def test_map_blocks_equals_the_whole_batch(chunk_size):
         assert got[1].shape == (7, 0)
     with pytest.raises(ValueError, match="chunk_size"):
         map_blocks(f, x, 0)
+
+
+def test_arguments_it_cannot_take_are_refused_by_name():
+    """A single key gave JAX's "invalid PRNG key data", one array as datasets was split into
+    one argument per row, a float chunk_size failed in the chunking, and a sweep inside the
+    caller's jit or vmap failed on sharding or on reading its status."""
+    x = jnp.arange(6.0)
+    keys = jax.random.split(jax.random.key(0), 6)
+    with pytest.raises(ValueError, match="a batch of keys"):
+        bayeskit.sweep(lambda k, v: v, jax.random.key(0), (x,))
+    with pytest.raises(ValueError, match="a batch of keys"):
+        bayeskit.sweep(lambda k, v: v, jax.random.PRNGKey(0), (x,))
+    with pytest.raises(ValueError, match=r"tuple of the data arguments, e.g. \(X,\)"):
+        bayeskit.sweep(lambda k, v: v, keys, x)
+    for bad in (2.5, "2", True):
+        with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
+            bayeskit.sweep(lambda k, v: v, keys, (x,), chunk_size=bad)
+    with pytest.raises(ValueError, match="top level"):
+        jax.jit(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).result)(x)
+    with pytest.raises(ValueError, match="top level"):
+        jax.vmap(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).result)(x[:, None])
+
+
+def test_a_process_local_mesh_must_group_each_process_s_devices():
+    """With process_local, the gathered rows are read back process by process: a mesh whose
+    devices alternate between processes returned rows out of order, one lost and a padding
+    copy in its place. It is refused now, as are unequal device counts per process."""
+    from types import SimpleNamespace
+
+    from bayeskit.core import sweep as sweep_module
+
+    def mesh(owners):
+        return SimpleNamespace(devices=np.array([SimpleNamespace(process_index=o) for o in owners]))
+
+    sweep_module._check_process_order(mesh([0, 0, 0]))  # one process
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(jax, "process_count", lambda: 2)
+        sweep_module._check_process_order(mesh([0, 0, 1, 1]))
+        for owners in ([0, 1, 0, 1], [1, 1, 0, 0], [0, 0, 0, 1, 1]):
+            with pytest.raises(ValueError, match="process_local=True the mesh must hold"):
+                sweep_module._check_process_order(mesh(owners))
