@@ -25,7 +25,9 @@ fastrvm is a benchmark-only dependency (``pip install fastrvm``, in the ``bench`
 are R, kernlab and glmnet (``bash benchmarks/setup_r_peers.sh``; run through
 ``benchmarks/peers_r.py``); a missing peer is skipped with a message. Writes
 ``benchmarks/results/sparse_bayes.json`` (or ``--out``); a run of some parts (``--only``) keeps
-the other parts' earlier entries, and ``dates`` says when each part last ran.
+the other parts' earlier entries, and ``dates`` says when each part last ran. A part whose saved
+entry was measured against a peer that is missing now is not run: its saved entry stays as it
+was (the script says so), rather than being replaced by ours alone.
 """
 
 from __future__ import annotations
@@ -228,6 +230,40 @@ def merged(path: Path, out: dict, parts) -> dict:
     return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
 
 
+def missing_peers() -> dict[str, str]:
+    """The peers that cannot run here, each with why (nothing printed)."""
+    try:
+        import fastrvm  # noqa: F401
+        missing = {}
+    except ImportError:
+        missing = {"fastrvm": "fastrvm is not installed (pip install fastrvm)"}
+    for package in ("kernlab", "glmnet"):
+        why = peers_r.r_missing(package)
+        if why:
+            missing[package] = why
+    return missing
+
+
+def peers_in(part: str, saved) -> set[str]:
+    """The peers whose numbers the saved entry of ``part`` holds."""
+    text = json.dumps(saved)
+    names = {"fastrvm": "fastrvm", "kernlab": "kernlab", "glmnet": "glmnet_cv"}
+    return {peer for peer, key in names.items() if f'"{key}' in text}
+
+
+def kept_without_peers(path: Path, parts) -> dict[str, str]:
+    """The parts of ``parts`` not to run now, each with what is missing: the saved results at
+    ``path`` hold the part measured against a peer that cannot run here."""
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    missing = missing_peers()
+    kept = {}
+    for part in parts:
+        lost = sorted(peers_in(part, saved[part]) & set(missing)) if part in saved else []
+        if lost:
+            kept[part] = "; ".join(missing[peer] for peer in lost)
+    return kept
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
@@ -237,6 +273,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    kept = kept_without_peers(path, args.only)
+    for part, why in kept.items():
+        print(f"{part}: not run ({why}); its saved entry, measured against it, is kept unchanged in {path}")
+    args.only = [part for part in args.only if part not in kept]
+    if not args.only:
+        return
     jax.config.update("jax_enable_x64", True)
     out = {"date": time.strftime("%Y-%m-%d"), "machine": platform.platform(), "cpus": os.cpu_count(),
            "devices": jax.local_device_count(), "jax": jax.__version__}

@@ -289,6 +289,20 @@ def test_hsic_without_hyppo_keeps_the_saved_parts_measured_against_it(script, tm
     assert "permutation: not run (hyppo is not installed" in capsys.readouterr().out
 
 
+def test_sparse_bayes_without_a_peer_keeps_the_parts_measured_against_it(script, tmp_path, monkeypatch, capsys):
+    sparse = script("bench_sparse_bayes")
+    monkeypatch.setattr(sparse, "missing_peers", lambda: {"kernlab": "Rscript is not on PATH"})
+    monkeypatch.setattr(sparse, "batch", lambda sets: pytest.fail("measured without kernlab"))
+    monkeypatch.setattr(sparse, "diabetes", lambda splits: {"splits": splits})
+    path = tmp_path / "sparse_bayes.json"
+    batch = {"0.1": {"RVM": {"kernlab_over_ours": 9.9}, "kernlab": {"ms_per_fit": 30.0}}}
+    path.write_text(json.dumps({"date": "2026-01-01", "batch": batch, "diabetes": {"glmnet_cv": {}}}))
+    sparse.main(["--only", "batch", "diabetes", "--splits", "5", "--out", str(path)])
+    saved = json.loads(path.read_text())
+    assert saved["batch"] == batch and saved["diabetes"] == {"splits": 5}  # glmnet is not missing: diabetes ran
+    assert "batch: not run (Rscript is not on PATH)" in capsys.readouterr().out
+
+
 def test_scaling_makes_its_folder_and_keeps_the_cases_not_run(script, tmp_path, monkeypatch):
     import jax
     import jax.numpy as jnp
