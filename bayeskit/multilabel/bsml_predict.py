@@ -25,14 +25,14 @@ PREDICTIVES = ("consistent", "author")
 
 def transform(state, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> Array:
     """Embeddings ``E[z*] = <Q>' x*`` of new inputs, shape (m, R), ``chunk_size`` rows at a time."""
-    validation.check_new_inputs(X, state.q_mean.shape[0])
+    validation.check_new_inputs(X, state.q_mean.shape[-2])
     return map_blocks(lambda x: x @ state.q_mean, as_array(X, state.q_mean.dtype), chunk_size)
 
 
 def predict_scores(state, X: Float[Array, "m d"], *, chunk_size: int | None = None) -> tuple[Array, Array]:
     """Mean and variance of the predictive scores ``t*`` (Section 2.4), each (m, L),
     ``chunk_size`` rows at a time."""
-    validation.check_new_inputs(X, state.q_mean.shape[0])
+    validation.check_new_inputs(X, state.q_mean.shape[-2])
     rows = lambda x: probit.predictive_scores(state.classifier, x @ state.q_mean)  # noqa: E731
     return map_blocks(rows, as_array(X, state.q_mean.dtype), chunk_size)
 
@@ -54,7 +54,7 @@ def predict_proba(
     ``X`` may be anything array-like (e.g. a pandas DataFrame), as in :func:`bayeskit.multilabel.bsml.fit`.
     """
     validation.check_choice("predictive", predictive, PREDICTIVES)
-    validation.check_new_inputs(X, state.q_mean.shape[0])
+    validation.check_new_inputs(X, state.q_mean.shape[-2])
     return _predict_proba(state, program_input(X, state.q_mean.dtype), hparams, predictive=predictive, chunk_size=chunk_size)
 
 

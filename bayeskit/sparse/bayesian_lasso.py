@@ -30,9 +30,12 @@ written without cancellation or overflow (``inverse_gaussian``).
 Scale. The posterior is equivariant: with X / a and y / c and lambda^2's prior rate delta
 times a^2, the draws are those of (X, y) with beta divided by c / a, sigma^2 by c^2, tau^2 by
 1 / a^2 and lambda^2 by a^2. :func:`sample_posterior` samples on that unit scale (a, c
-powers of two near the scales of X and y, so that data near unit scale are untouched) and
+powers of two near the scales of X and y) and
 puts the draws back: NUTS, whose initial points and first step size are set for the unit
-scale, otherwise settles on data at 1e8 with sigma^2 at 1e-8 of its posterior.
+scale, otherwise settles on data at 1e8 with sigma^2 at 1e-8 of its posterior. The Gibbs draws
+are exactly those of the data as given (the scales are powers of two); NUTS adapts on the
+rescaled data, so its draws differ from a run on the data as given (standardised data have
+a = 1/2) by Monte Carlo error only.
 """
 
 from __future__ import annotations
@@ -237,8 +240,9 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     validation.check_int_in("num_chains", num_chains, 1)
     X_unit, y_unit, hparams_unit, back = unit_problem(X, y, hparams)
     draws = _sample(key, as_data(X_unit, y_unit), hparams_unit, method, num_warmup, num_samples, num_chains, progress)
-    out = {name: v * jnp.asarray(back[name], v.dtype) for name, v in draws.items()}
-    overflowed = [name for name in out if not bool(jnp.all(jnp.isfinite(out[name]) | ~jnp.isfinite(draws[name])))]
+    scaled = {name: np.asarray(v, np.float64) * back[name] for name, v in draws.items()}  # a factor alone may leave the dtype
+    out = {name: jnp.asarray(v.astype(draws[name].dtype)) for name, v in scaled.items()}
+    overflowed = [name for name in out if np.any(np.isfinite(scaled[name]) & ~np.isfinite(np.asarray(out[name])))]
     if overflowed:
         raise ValueError(f"the draws of {', '.join(overflowed)} on data at scales {1 / np.sqrt(back['tau2']):.3g} (X) and "
                          f"{np.sqrt(back['sigma2']):.3g} (y) leave {X_unit.dtype.name}; fit in float64 (jax_enable_x64), "

@@ -223,9 +223,9 @@ def test_arguments_it_cannot_take_are_refused_by_name():
         with pytest.raises(ValueError, match="chunk_size must be a positive integer"):
             bayeskit.sweep(lambda k, v: v, keys, (x,), chunk_size=bad)
     with pytest.raises(ValueError, match="top level"):
-        jax.jit(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).result)(x)
+        jax.jit(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).results)(x)
     with pytest.raises(ValueError, match="top level"):
-        jax.vmap(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).result)(x[:, None])
+        jax.vmap(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).results)(x[:, None])
 
 
 def test_a_process_local_mesh_must_group_each_process_s_devices():

@@ -523,3 +523,15 @@ def test_new_inputs_are_checked_by_the_functional_predictions():
         with pytest.raises(ValueError, match="X contains 4 non-finite"):
             call(nan_row)
         assert np.all(np.isfinite(np.asarray(jax.tree.leaves(call(X[:3]))[0]))), name
+
+
+def test_the_functional_predictions_take_a_state_stacked_by_vmap():
+    """The new-input check read the feature count from the stacked state's batch axis."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 4))
+    Y = (X[:, :2] > 0).astype(np.int8)
+    hp = bsml.Hyperparams(n_components=2)
+    states = jax.vmap(lambda k: bsml.fit(k, X, Y, hp, max_iter=5, throw=False).state)(jax.random.split(jax.random.key(0), 3))
+    stacked = bsml.transform(states, X)
+    assert stacked.shape == (3, 30, 2)
+    np.testing.assert_allclose(stacked[1], bsml.transform(jax.tree.map(lambda a: a[1], states), X), rtol=1e-12)

@@ -232,3 +232,14 @@ def test_both_samplers_return_draws_in_the_data_dtype():
     for method in ("gibbs", "nuts"):
         draws = bl.sample_posterior(jax.random.key(0), X, y, method=method, num_warmup=20, num_samples=20)
         assert {v.dtype for v in draws.values()} == {np.dtype(np.float32)}, method
+
+
+def test_draws_within_float32_are_kept_when_the_scale_factor_alone_is_not():
+    """sigma^2 of y at 2^64 with noise 0.05 is about 1e36, within float32, but the factor
+    c^2 = 2^128 alone is not: it was cast first and the draws refused as leaving float32."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3)).astype(np.float32)
+    y = ((X @ np.array([1.0, -1.0, 0.5]) + 0.05 * rng.normal(size=60)) * 2.0**64).astype(np.float32)
+    draws = bl.sample_posterior(jax.random.key(0), X, y, num_warmup=50, num_samples=50)
+    sigma2 = np.asarray(draws["sigma2"])
+    assert sigma2.dtype == np.float32 and np.all(np.isfinite(sigma2)) and 1e34 < np.median(sigma2) < 1e37
