@@ -58,6 +58,7 @@ from bayeskit.datasets import sparse_precision  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 import peers_r  # noqa: E402
+from saved_parts import parts_to_run  # noqa: E402
 
 TARGET = 1e-4
 ALPHA = 0.1
@@ -264,11 +265,9 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "glasso.json"))
     args = parser.parse_args(argv)
     earlier = json.loads(Path(args.out).read_text()) if Path(args.out).exists() else {}  # parts not run stay
-    kept = kept_without_r(earlier, args.sizes, args.real)
-    for part in kept:
-        print(f"{part}: not run ({peers_r.r_missing('glasso')}); its saved entry, measured against R glasso, is kept in {args.out}")
-    args.sizes = [p for p in args.sizes if f"p = {p}" not in kept]
-    args.real = args.real and "real" not in kept
+    kept = {part: peers_r.r_missing("glasso") for part in kept_without_r(earlier, args.sizes, args.real)}
+    run = parts_to_run([f"p = {p}" for p in args.sizes] + ["real"] * args.real, kept, args.out, "R glasso")
+    args.sizes, args.real = [p for p in args.sizes if f"p = {p}" in run], "real" in run
     results = {**earlier, "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
                "kkt_target": TARGET}
     if args.sizes:  # rows of sizes not run now stay

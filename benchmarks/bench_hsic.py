@@ -36,6 +36,7 @@ import json
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +47,9 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from bayeskit.covariance import hsic  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from saved_parts import merged, parts_to_run  # noqa: E402
 
 PARTS = ("permutation", "gamma", "rff", "dhsic")
 
@@ -174,14 +178,6 @@ def dhsic_part() -> dict:
     return out
 
 
-def merged(path: Path, out: dict, parts) -> dict:
-    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
-    ``dates`` says when each part last ran."""
-    old = json.loads(path.read_text()) if path.exists() else {}
-    dates = old.get("dates") or {part: old.get("date", "unrecorded") for part in PARTS if part in old}
-    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
-
-
 def kept_without_hyppo(path: Path, parts) -> list[str]:
     """The parts of ``parts`` not to run now: hyppo is not installed here, and the results at
     ``path`` hold a run of the part against it, which a run without hyppo would replace by
@@ -202,10 +198,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    kept = kept_without_hyppo(path, args.only)
-    for part in kept:
-        print(f"{part}: not run ({hyppo_or_reason()[1]}); its saved entry, measured against hyppo, is kept in {path}")
-    args.only = [part for part in args.only if part not in kept]
+    why = hyppo_or_reason()[1]
+    args.only = parts_to_run(args.only, {part: why for part in kept_without_hyppo(path, args.only)}, path, "hyppo")
     if not args.only:
         return
     results = {"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(), "devices": jax.local_device_count(),
@@ -241,7 +235,7 @@ def main(argv=None) -> None:
     if "dhsic" in args.only:
         results["dhsic"] = dhsic_part()
         print(f"dHSIC: {results['dhsic'].get('skipped', 'compared (see JSON)')}")
-    path.write_text(json.dumps(merged(path, results, args.only), indent=2, default=float))
+    path.write_text(json.dumps(merged(path, results, args.only, PARTS), indent=2, default=float))
     print(f"written to {args.out}")
 
 

@@ -63,6 +63,7 @@ from bayeskit.robust import mcd, robpca  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_robust_agreement as agreement  # noqa: E402
 import peers_r  # noqa: E402
+from saved_parts import merged, parts_to_run  # noqa: E402
 
 PARTS = ("robpca", "replications", "mcd", "small")
 SMALL_R_DATA = ("hbk", "stackloss", "wood", "starsCYG", "milk", "bushfire", "salinity")
@@ -289,14 +290,6 @@ def kept_without_r(path: Path, parts) -> dict[str, str]:
     return kept
 
 
-def merged(path: Path, out: dict, parts) -> dict:
-    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
-    ``dates`` says when each part last ran."""
-    old = json.loads(path.read_text()) if path.exists() else {}
-    dates = old.get("dates") or {part: old["date"] for part in PARTS if part in old}
-    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS))
@@ -304,10 +297,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    kept = kept_without_r(path, args.only)
-    for part, missing in kept.items():
-        print(f"{part}: not run ({missing}); its saved entry, measured against R, is kept unchanged in {path}")
-    parts = [part for part in args.only if part not in kept]
+    parts = parts_to_run(args.only, kept_without_r(path, args.only), path, "R")
     if not parts:
         return
     out = {"machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
@@ -351,7 +341,7 @@ def main(argv=None) -> None:
     if "small" in parts:
         out["small"] = small()
         print_small(out["small"])
-    path.write_text(json.dumps(merged(path, out, parts), indent=2, default=float))
+    path.write_text(json.dumps(merged(path, out, parts, PARTS), indent=2, default=float))
     print(f"written to {args.out}")
 
 

@@ -56,6 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import peers_r  # noqa: E402  (benchmarks/peers_r.py)
+from saved_parts import merged, parts_to_run  # noqa: E402
 
 
 def _has_fastrvm() -> bool:
@@ -222,14 +223,6 @@ def diabetes(n_splits: int, seed: int = 0) -> dict:
 PARTS = ("batch", "large", "diabetes")
 
 
-def merged(path: Path, out: dict, parts) -> dict:
-    """``out`` over the earlier results at ``path``: the parts not run keep their entries, and
-    ``dates`` says when each part last ran ("unrecorded" for a file without dates)."""
-    old = json.loads(path.read_text()) if path.exists() else {}
-    dates = old.get("dates") or {part: old.get("date", "unrecorded") for part in PARTS if part in old}
-    return {**old, **out, "dates": {**dates, **{part: out["date"] for part in parts}}}
-
-
 def missing_peers() -> dict[str, str]:
     """The peers that cannot run here, each with why (nothing printed)."""
     try:
@@ -273,10 +266,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     path = Path(args.out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    kept = kept_without_peers(path, args.only)
-    for part, why in kept.items():
-        print(f"{part}: not run ({why}); its saved entry, measured against it, is kept unchanged in {path}")
-    args.only = [part for part in args.only if part not in kept]
+    args.only = parts_to_run(args.only, kept_without_peers(path, args.only), path, "that peer")
     if not args.only:
         return
     jax.config.update("jax_enable_x64", True)
@@ -288,7 +278,7 @@ def main(argv=None):
         out["large"] = large()
     if "diabetes" in args.only:
         out["diabetes"] = diabetes(args.splits)
-    path.write_text(json.dumps(merged(path, out, args.only), indent=2))
+    path.write_text(json.dumps(merged(path, out, args.only, PARTS), indent=2))
     print(f"wrote {path}")
 
 
