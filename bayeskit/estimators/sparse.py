@@ -265,9 +265,9 @@ class BayesianLassoRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
         bayesian_lasso.check_problem(X, y)  # a constant y, before it is scaled
         r, delta = (float(v) for v in self.lambda_prior)
         X_unit, y_unit, hparams, back = bayesian_lasso.unit_problem(X, y, bayesian_lasso.Hyperparams(lambda_prior=(r, delta)))
-        draws = bayesian_lasso.sample_posterior(  # on the unit scale, where its own rescaling is the identity
-            _key(self.random_state), X_unit, y_unit, hparams, method=self.method, num_warmup=self.num_warmup,
-            num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
+        draws = bayesian_lasso.sample_unit(
+            _key(self.random_state), bayesian_lasso.as_data(X_unit, y_unit), hparams, method=self.method,
+            num_warmup=self.num_warmup, num_samples=self.num_samples, num_chains=self.num_chains, progress=self.progress)
         nonfinite = [name for name, v in draws.items() if not np.all(np.isfinite(np.asarray(v)))]
         if nonfinite:
             raise RuntimeError(f"BayesianLassoRegressor failed: non-finite draws of {', '.join(nonfinite)}; "

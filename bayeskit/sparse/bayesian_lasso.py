@@ -239,7 +239,8 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     validation.check_int_in("num_samples", num_samples, 1)
     validation.check_int_in("num_chains", num_chains, 1)
     X_unit, y_unit, hparams_unit, back = unit_problem(X, y, hparams)
-    draws = _sample(key, as_data(X_unit, y_unit), hparams_unit, method, num_warmup, num_samples, num_chains, progress)
+    draws = sample_unit(key, as_data(X_unit, y_unit), hparams_unit, method=method, num_warmup=num_warmup,
+                        num_samples=num_samples, num_chains=num_chains, progress=progress)
     scaled = {name: np.asarray(v, np.float64) * back[name] for name, v in draws.items()}  # a factor alone may leave the dtype
     out = {name: jnp.asarray(v.astype(draws[name].dtype)) for name, v in scaled.items()}
     overflowed = [name for name in out if np.any(np.isfinite(scaled[name]) & ~np.isfinite(np.asarray(out[name])))]
@@ -250,8 +251,11 @@ def sample_posterior(key, X, y, hparams: Hyperparams | None = None, *, method: s
     return out
 
 
-def _sample(key, data: Data, hparams: Hyperparams, method: str, num_warmup: int, num_samples: int, num_chains: int,
-            progress: bool) -> dict:
+def sample_unit(key, data: Data, hparams: Hyperparams, *, method: str, num_warmup: int, num_samples: int, num_chains: int,
+                progress: bool) -> dict:
+    """The draws of :func:`sample_posterior` on a problem already on the unit scale (the
+    output of :func:`unit_problem`, through :func:`as_data`), not put back and with no checks:
+    for a caller that has made both (the estimator, which puts its draws back in float64)."""
     if method == "gibbs":
         return run_chains(BayesianLassoGibbs(hparams), key, data, num_warmup=num_warmup, num_samples=num_samples,
                           num_chains=num_chains, progress=progress)
@@ -271,4 +275,4 @@ def to_inference_data(samples: dict):
     return mcmc.to_inference_data(samples, BayesianLassoGibbs.sample_stats, log_joint=None)
 
 __all__ = ["Hyperparams", "Data", "State", "as_data", "unit_problem", "inverse_gaussian", "draw_beta", "gibbs_step", "init", "model",
-           "sample_posterior", "BayesianLassoGibbs", "to_inference_data"]
+           "sample_posterior", "sample_unit", "BayesianLassoGibbs", "to_inference_data"]

@@ -125,14 +125,14 @@ def test_bad_input_is_refused():
 def test_estimator_refuses_non_finite_draws(monkeypatch):
     """A NaN from the sampler never reaches coef_: the wrapper raises and names the draws."""
     X, y = _wide_problem(n=20, p=3)
-    real = bl.sample_posterior
+    real = bl.sample_unit
 
     def with_nan(*args, **kwargs):
         draws = dict(real(*args, **kwargs))
         draws["sigma2"] = draws["sigma2"].at[0, -1].set(np.nan)
         return draws
 
-    monkeypatch.setattr(bl, "sample_posterior", with_nan)
+    monkeypatch.setattr(bl, "sample_unit", with_nan)
     with pytest.raises(RuntimeError, match="non-finite draws of sigma2"):
         BayesianLassoRegressor(num_samples=20, num_warmup=5, random_state=0).fit(X, y)
 
