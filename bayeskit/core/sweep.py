@@ -165,6 +165,8 @@ def sweep(
     compiled = _compiled(fit_fn, mesh, batched, keys is not None, None if hparams is None else (hp_def, hp_batched), chunk_size,
                          tuple(sorted((compiler_options or {}).items())))
     out = compiled(*placed)
+    if not jax.tree.leaves(out):
+        raise ValueError("fit_fn returned no arrays: a sweep gathers each element's results (and reads their status from them).")
     out = _gather(out)
     if process_local:
         out = jax.tree.map(lambda x: x.reshape(jax.process_count(), padded, *x.shape[1:])[:, :n].reshape(-1, *x.shape[1:]), out)

@@ -226,6 +226,9 @@ def test_arguments_it_cannot_take_are_refused_by_name():
         jax.jit(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).results)(x)
     with pytest.raises(ValueError, match="top level"):
         jax.vmap(lambda v: bayeskit.sweep(lambda w: w * 2, None, (v,)).results)(x[:, None])
+    for nothing in ((), {}, (None,)):  # gave IndexError when reading the status
+        with pytest.raises(ValueError, match="returned no arrays"):
+            bayeskit.sweep(lambda k, v, nothing=nothing: nothing, keys, (x,))
 
 
 def test_a_process_local_mesh_must_group_each_process_s_devices():
