@@ -93,6 +93,12 @@ def has_nan(tree: PyTree) -> Array:
     return jnp.any(jnp.stack(checks)) if checks else jnp.asarray(False)
 
 
+def _all_finite(tree: PyTree) -> Array:
+    """True when no floating leaf of ``tree`` holds NaN or inf."""
+    leaves = [leaf for leaf in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)]
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves])) if leaves else jnp.asarray(True)
+
+
 def run(
     update: Callable[[PyTree], PyTree],
     objective: Callable[[PyTree], Array],
@@ -104,6 +110,7 @@ def run(
     throw: bool = True,
     failed: Callable[[PyTree], Array] | None = None,
     done: Callable[[PyTree], Array] | None = None,
+    inputs: PyTree = None,
 ) -> FitResult:
     """Iterate ``state = update(state)`` until convergence; see the module docstring.
 
@@ -131,6 +138,10 @@ def run(
     done : callable, optional
         ``State -> bool``: a model-specific convergence test, checked besides ``tol``
         (for example "no basis function can raise the evidence any more").
+    inputs : PyTree, optional
+        The fit's data: where any of it is NaN or inf (data that only a caller's ``jit``
+        kept from the host checks), a ``failed`` state is reported as ``nonfinite``, the
+        input's fault, rather than as ``not_positive_definite``.
     """
     if max_iter < 1:
         raise ValueError(f"max_iter must be at least 1, got {max_iter}.")
@@ -140,6 +151,7 @@ def run(
     dtype = jax.eval_shape(objective, state).dtype
     trace = jnp.full((max_iter,), jnp.nan, dtype)
     code = jnp.asarray(_RUNNING, jnp.int32)
+    inputs_finite = _all_finite(inputs)
 
     def cond(carry):
         i, _, _, _, code = carry
@@ -149,7 +161,7 @@ def run(
         i, state, previous, trace, code = carry
         new_state = update(state)
         f = objective(new_state)
-        bad_linalg = failed(new_state) if failed is not None else jnp.asarray(False)
+        bad_linalg = (failed(new_state) if failed is not None else jnp.asarray(False)) & inputs_finite
         finite = jnp.isfinite(f) & ~has_nan(new_state)
         ok = finite & ~bad_linalg
         converged = ok & (i > 0) & (tol > 0) & (jnp.abs(f - previous) <= tol * (1 + jnp.abs(f)))

@@ -27,7 +27,7 @@ class Status(eqx.Enumeration):
     )
     nonfinite = (
         "the objective or the estimates became NaN or inf (an iterative fit returns its last "
-        "finite state). Check the input for extreme scales, or fit in float64 (jax_enable_x64)."
+        "finite state). Check the input for NaN or inf values and extreme scales, or fit in float64 (jax_enable_x64)."
     )
     not_positive_definite = (
         "a covariance matrix was not positive definite even after adding jitter; the "

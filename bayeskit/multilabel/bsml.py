@@ -477,6 +477,7 @@ def _fit(key, X, Y, hparams, pairs, *, max_iter, tol, progress, throw) -> FitRes
         progress=progress,
         throw=throw,
         failed=lambda s: ~s.ok,
+        inputs=X,
     )
 
 

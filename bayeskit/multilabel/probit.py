@@ -366,6 +366,7 @@ def _fit(key, X, Y, hparams, *, max_iter, tol, progress, throw) -> FitResult:
         progress=progress,
         throw=throw,
         failed=lambda s: ~jnp.isfinite(s.jitter),
+        inputs=X,
     )
 
 

@@ -162,7 +162,7 @@ def _fit(X, Y, observed, n_components, k, beta, reg, max_iter, tol, progress, th
         return jnp.sum(R * R) / n
 
     res = run(update, objective, state0, max_iter=max_iter, tol=tol, progress=progress,
-              throw=throw, failed=lambda s: ~s.ok)
+              throw=throw, failed=lambda s: ~s.ok, inputs=X)
     s = res.state
     labels = jnp.where(observed > 0, Y, s.F > 0.5).astype(jnp.int32)
     return FitResult(State(Projection(mean, s.P), s.F, labels, s.W, s.neighbors), res.trace, res.n_iter, res.status)

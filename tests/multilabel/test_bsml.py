@@ -535,3 +535,21 @@ def test_the_functional_predictions_take_a_state_stacked_by_vmap():
     stacked = bsml.transform(states, X)
     assert stacked.shape == (3, 30, 2)
     np.testing.assert_allclose(stacked[1], bsml.transform(jax.tree.map(lambda a: a[1], states), X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("model", ["bsml", "probit", "ssdrmc"])
+def test_a_nan_input_under_jit_is_reported_as_nonfinite_not_as_ill_conditioned(model):
+    """Inside the caller's jit the host check of X cannot run: a NaN in X made the fits'
+    Cholesky factors fail, and the status blamed the conditioning (not positive definite)."""
+    from bayeskit.multilabel import ssdrmc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 5))
+    Y = (rng.normal(size=(30, 3)) > 0).astype(np.int32)
+    fits = {"bsml": lambda X: bsml.fit(jax.random.key(0), X, Y, bsml.Hyperparams(n_components=2), max_iter=5, throw=False),
+            "probit": lambda X: probit.fit(jax.random.key(0), X, Y, max_iter=5, throw=False),
+            "ssdrmc": lambda X: ssdrmc.fit(X, Y, 2, n_neighbors=5, max_iter=5, throw=False)}
+    fit = jax.jit(fits[model])
+    assert fit(jnp.asarray(X)).status == Status.successful or fit(jnp.asarray(X)).status == Status.max_iter_reached
+    for bad in (np.nan, np.inf):
+        assert fit(jnp.asarray(X).at[3, 2].set(bad)).status == Status.nonfinite
