@@ -2,16 +2,19 @@
 file (a zip of ``.npy`` arrays and a versioned JSON header; no pickle).
 
 ``load`` builds objects only from :func:`allowed_classes`, the allow-list of bayeskit's
-own classes, generated from the package itself:
+own classes and of optax's optimiser states, generated from the two packages:
 
 - every class in ``bayeskit.estimators.__all__``, as ``"bayeskit.estimators.<Name>"``;
 - every public ``eqx.Module``, ``eqx.Enumeration`` and named-tuple class defined in a
   module of ``bayeskit.core`` or of a family package (multilabel, density, relational,
   sparse, covariance, robust), as ``"<defining module>.<Name>"`` (for example
   ``"bayeskit.core.status.FitResult"``, ``"bayeskit.multilabel.bsml.Hyperparams"``);
-- the named-tuple states of the optax optimisers that those modules define at module
-  level (SBMoE's default Adam keeps ``ScaleByAdamState`` and ``EmptyState`` in its
-  fitted state).
+- optax's optimiser states, which a functional fit keeps (SBMoE's gate optimiser):
+  every public named-tuple and ``eqx.Module`` class defined in a module of the
+  ``optax`` package (its tests aside), except ``GradientTransformation`` and its
+  subclasses (pairs of functions), as the outermost optax package exports it
+  (``"optax.TraceState"``, ``"optax.contrib.DoGState"``) or else as
+  ``"<defining module>.<Name>"``.
 
 A name in a file is only ever looked up in that mapping: loading imports nothing and
 calls nothing named by the file, apart from the allow-listed constructors. The family
@@ -23,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -44,7 +48,8 @@ def save(path, obj, hparams=None) -> Path:
     obj
         A fitted estimator of :mod:`bayeskit.estimators`, or a pytree of arrays (NumPy
         or JAX), typed PRNG keys, Python scalars and strings, tuples, lists, dicts, and
-        bayeskit's Modules, enumeration items and named tuples.
+        bayeskit's Modules, enumeration items and named tuples, and optax's optimiser
+        states.
     hparams : optional
         The model's hyperparameters; :func:`load` then returns ``(obj, hparams)``.
 
@@ -57,13 +62,19 @@ def save(path, obj, hparams=None) -> Path:
     ------
     TypeError
         If anything in ``obj`` or ``hparams`` cannot be stored safely (a function, an
-        optax optimiser given as a parameter, a class that is not bayeskit's, an object
-        array of arbitrary objects); nothing is written then.
-    FileNotFoundError, IsADirectoryError
-        If ``path``'s folder does not exist, or ``path`` is a folder.
+        optax optimiser given as a parameter, a class that :func:`load` may not build,
+        an object array of arbitrary objects); nothing is written then.
+    FileNotFoundError, NotADirectoryError, IsADirectoryError
+        If ``path``'s folder does not exist, is a file, or ``path`` is a folder.
     """
+    import optax
+
     from bayeskit import __version__
 
+    if isinstance(getattr(obj, "optimizer", None), optax.GradientTransformation):  # SBMoERegressor(optimizer=...)
+        raise TypeError(f"cannot save this {type(obj).__name__}: its optimizer is an optax optimiser, made of functions, which "
+                        "no file can hold. Keep the default optimizer (None: Adam, learning rate 0.05), or fit with "
+                        "bayeskit.density.sbmoe.fit(..., optimizer=...) and save the result it returns (its optimiser state saves).")
     return _io.save(path, obj, hparams, classes=allowed_classes(), version=__version__)
 
 
@@ -74,10 +85,12 @@ def load(path):
 
     Raises
     ------
+    FileNotFoundError
+        If there is no file ``path``.
     ValueError
         If the file is not a bayeskit file, is truncated or corrupted, was written in a
-        newer format, or names a class that is not one of bayeskit's own (the message
-        names the file and the bad part).
+        newer format, or names a class that is not in :func:`allowed_classes` (the
+        message names the file and the bad part).
     """
     return _io.load(path, classes=allowed_classes())
 
@@ -91,6 +104,15 @@ def _family_modules():
             yield importlib.import_module(info.name)
 
 
+def _optax_modules():
+    """The imported modules of optax, its tests aside: ``import optax`` imports all the
+    others (``pkgutil`` cannot list them, as ``optax._src`` is a namespace package)."""
+    import optax
+
+    return [module for name, module in list(sys.modules.items())
+            if name.partition(".")[0] == optax.__name__ and not name.endswith("_test")]
+
+
 def _is_saveable_class(obj) -> bool:
     import equinox as eqx
 
@@ -98,25 +120,23 @@ def _is_saveable_class(obj) -> bool:
                                       or (issubclass(obj, tuple) and hasattr(obj, "_fields")))
 
 
-def _optimizer_state_classes(optimizer) -> set[type]:
-    """The named-tuple classes in ``optimizer.init``'s state (traced, never run)."""
-    import jax
-    import jax.numpy as jnp
+def _defined_classes(modules):
+    """The public Module, enumeration and named-tuple classes that ``modules`` define."""
+    for module in modules:
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and _is_saveable_class(obj) and obj.__module__ == module.__name__:
+                yield obj
 
-    found: set[type] = set()
 
-    def walk(x):
-        if isinstance(x, tuple) and hasattr(type(x), "_fields"):
-            found.add(type(x))
-        if isinstance(x, (tuple, list)):
-            for item in x:
-                walk(item)
-        elif isinstance(x, dict):
-            for item in x.values():
-                walk(item)
-
-    walk(jax.eval_shape(optimizer.init, {"params": jax.ShapeDtypeStruct((1,), jnp.float32)}))
-    return found
+def _optax_name(cls: type) -> str:
+    """``cls``'s name in the outermost optax package that exports it
+    (``"optax.TraceState"``), or in its defining module if none does."""
+    parts = cls.__module__.split(".")
+    for n in range(1, len(parts)):
+        package = sys.modules[".".join(parts[:n])]
+        if vars(package).get(cls.__name__) is cls:  # vars: no deprecated alias is looked up
+            return f"{package.__name__}.{cls.__name__}"
+    return _io.class_name(cls)
 
 
 @functools.cache
@@ -127,12 +147,7 @@ def allowed_classes() -> Mapping[str, type]:
     import bayeskit.estimators as estimators
 
     classes: dict[str, type] = {f"bayeskit.estimators.{name}": getattr(estimators, name) for name in estimators.__all__}
-    for module in _family_modules():
-        for name, obj in vars(module).items():
-            if isinstance(obj, optax.GradientTransformation):
-                # named as optax exports them ("optax.ScaleByAdamState"), not by optax's private modules
-                classes.update({f"optax.{cls.__name__}" if getattr(optax, cls.__name__, None) is cls else _io.class_name(cls): cls
-                                for cls in _optimizer_state_classes(obj)})
-            elif not name.startswith("_") and _is_saveable_class(obj) and obj.__module__ == module.__name__:
-                classes[_io.class_name(obj)] = obj
+    classes.update({_io.class_name(cls): cls for cls in _defined_classes(_family_modules())})
+    classes.update({_optax_name(cls): cls for cls in _defined_classes(_optax_modules())
+                    if not issubclass(cls, optax.GradientTransformation)})
     return MappingProxyType(classes)

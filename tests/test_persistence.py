@@ -4,9 +4,13 @@ bit, and predicts the same; the allow-list; import cost."""
 
 from __future__ import annotations
 
+import io as _io
+import json
+import stat
 import subprocess
 import sys
 import warnings
+import zipfile
 
 import jax
 import numpy as np
@@ -164,3 +168,164 @@ def test_a_float64_file_in_a_float32_session_names_the_setting(tmp_path):
     with jax.enable_x64(False), pytest.raises(ValueError, match="jax_enable_x64") as e:
         bayeskit.load(path)
     assert "bad bayeskit file" not in str(e.value)
+
+
+# ------------------------------------------------------------------ optax optimiser states
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda optax: optax.sgd(0.01, momentum=0.9),
+    "rmsprop": lambda optax: optax.rmsprop(0.01),
+    "adagrad": lambda optax: optax.adagrad(0.01),
+    "lion": lambda optax: optax.lion(0.01),
+    "adabelief": lambda optax: optax.adabelief(0.01),
+    "inject_hyperparams": lambda optax: optax.inject_hyperparams(optax.adam)(learning_rate=0.01),
+    "adam_schedule": lambda optax: optax.adam(optax.exponential_decay(0.01, 10, 0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_any_optax_optimiser_state_round_trips(name, tmp_path):
+    """The state of an optax optimiser after a step, as a functional fit keeps it."""
+    import optax
+
+    optimizer = OPTIMIZERS[name](optax)
+    params = {"w": jax.numpy.arange(3.0), "b": jax.numpy.ones(())}
+    state = optimizer.init(params)
+    _, state = optimizer.update(jax.tree.map(jax.numpy.cos, params), state, params)
+    assert_identical(state, bayeskit.load(bayeskit.save(tmp_path / f"{name}.bkz", state)))
+
+
+def test_sbmoe_fit_with_its_own_optimizer_round_trips(tmp_path):
+    import optax
+
+    from bayeskit.density import sbmoe
+
+    hparams = sbmoe.Hyperparams(n_experts=2, gate_steps=2)
+    result = sbmoe.fit(jax.random.key(0), X[:, :2], Y_REG[:, None], hparams, max_iter=2,
+                       optimizer=optax.sgd(0.01, momentum=0.9), throw=False)
+    loaded, hp = bayeskit.load(bayeskit.save(tmp_path / "sbmoe.bkz", result, hparams))
+    assert_identical(result, loaded)
+    assert_identical(hparams, hp)
+
+
+def test_optax_classes_on_the_allow_list_are_data_containers():
+    import optax
+
+    optax_classes = [cls for name, cls in allowed_classes().items() if name.startswith("optax.")]
+    assert {optax.TraceState, optax.ScaleByRmsState, optax.InjectStatefulHyperparamsState} <= set(optax_classes)
+    assert all(issubclass(cls, tuple) and hasattr(cls, "_fields") for cls in optax_classes)
+    assert not any(issubclass(cls, optax.GradientTransformation) for cls in optax_classes)
+
+
+def test_an_optimizer_parameter_is_refused_with_what_to_do_instead(tmp_path):
+    import optax
+
+    est = E.SBMoERegressor(optimizer=optax.sgd(0.1))
+    with pytest.raises(TypeError, match=r"default optimizer.*sbmoe\.fit\(\.\.\., optimizer=\.\.\.\)"):
+        bayeskit.save(tmp_path / "sbmoe.bkz", est)
+
+
+# ------------------------------------------------------------------ values of object arrays
+
+
+def test_object_arrays_of_numpy_scalars_load_as_python_values(tmp_path):
+    labels = np.array([np.str_("a") if v else np.str_("b") for v in Y_ML[:, 0]], dtype=object)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = E.ProbitClassifier(max_iter=3, random_state=0).fit(X, labels)
+    loaded = bayeskit.load(bayeskit.save(tmp_path / "probit.bkz", est))
+    assert loaded.predict(X).tolist() == est.predict(X).tolist()
+    mixed = np.array([np.int64(2), np.float64(0.5), np.bool_(True), np.str_("x"), None], dtype=object)
+    items = bayeskit.load(bayeskit.save(tmp_path / "mixed.bkz", mixed)).tolist()
+    assert items == [2, 0.5, True, "x", None] and [type(x) for x in items] == [int, float, bool, str, type(None)]
+
+
+# ------------------------------------------------------------------ corrupt and hostile files
+
+
+def _members(path) -> dict:
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def _rewrite(path, members: dict, header=None, compression=zipfile.ZIP_STORED):
+    if header is not None:
+        members = {**members, "bayeskit.json": header if isinstance(header, bytes) else json.dumps(header).encode()}
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    return path
+
+
+def test_a_member_declaring_more_data_than_it_holds_is_refused_before_allocating(tmp_path):
+    path = bayeskit.save(tmp_path / "huge.bkz", np.arange(8.0))
+    header = json.loads(_members(path)["bayeskit.json"])
+    header["arrays"][0]["shape"] = [10**12]
+    npy = _io.BytesIO()
+    np.lib.format.write_array_header_1_0(npy, {"descr": "<f8", "fortran_order": False, "shape": (10**12,)})
+    _rewrite(path, {**_members(path), "arrays/0.npy": npy.getvalue() + np.arange(8.0).tobytes()}, header)
+    with pytest.raises(ValueError, match=r"huge\.bkz: bad bayeskit file: arrays/0\.npy"):
+        bayeskit.load(path)
+
+
+def test_compressed_members_are_refused(tmp_path):
+    path = bayeskit.save(tmp_path / "deflated.bkz", np.zeros(1000))
+    _rewrite(path, _members(path), compression=zipfile.ZIP_DEFLATED)
+    with pytest.raises(ValueError, match=r"deflated\.bkz: bad bayeskit file: .*compressed"):
+        bayeskit.load(path)
+
+
+def _huge_integer(header, members):
+    return json.dumps(header).replace('"tree": 1', '"tree": ' + "9" * 5000).encode(), members
+
+
+def _object_array_too_big(header, members):
+    header["tree"] = {"kind": "object_array", "shape": [0, 10**20], "items": []}
+    return header, members
+
+
+def _big_endian_jax_array(header, members):
+    header["tree"] = {"kind": "array", "lib": "jax", "index": 0}
+    header["arrays"][0]["dtype"] = ">f8"
+    npy = _io.BytesIO()
+    np.lib.format.write_array(npy, np.arange(3.0).astype(">f8"))
+    return header, {**members, "arrays/0.npy": npy.getvalue()}
+
+
+@pytest.mark.parametrize("tamper, part", [(_huge_integer, r"bayeskit\.json"), (_object_array_too_big, r"tree"),
+                                          (_big_endian_jax_array, r"arrays/0\.npy")], ids=["integer", "object_array", "byte_order"])
+def test_malformed_headers_name_the_file_and_the_part(tmp_path, tamper, part):
+    path = bayeskit.save(tmp_path / "bad.bkz", 1, np.arange(3.0))
+    members = _members(path)
+    header, members = tamper(json.loads(members["bayeskit.json"]), members)
+    _rewrite(path, members, header)
+    with pytest.raises(ValueError, match=rf"bad\.bkz: bad bayeskit file: .*{part}"):
+        bayeskit.load(path)
+
+
+# ------------------------------------------------------------------ where and how a file is written
+
+
+def test_saving_through_a_symlink_writes_its_target(tmp_path):
+    target = tmp_path / "target.bkz"
+    target.write_text("old")
+    link = tmp_path / "link.bkz"
+    link.symlink_to(target)
+    bayeskit.save(link, np.arange(3.0))
+    assert link.is_symlink() and link.resolve() == target
+    np.testing.assert_array_equal(bayeskit.load(target), np.arange(3.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.bkz", "target.bkz"]
+
+
+def test_overwriting_a_file_keeps_its_mode(tmp_path):
+    path = bayeskit.save(tmp_path / "private.bkz", np.arange(3.0))
+    path.chmod(0o600)
+    bayeskit.save(path, np.arange(4.0))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    np.testing.assert_array_equal(bayeskit.load(path), np.arange(4.0))
+
+
+def test_a_file_in_place_of_the_folder_is_named_a_file(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(NotADirectoryError, match=r"afile is a file, not a folder"):
+        bayeskit.save(tmp_path / "afile" / "x.bkz", np.arange(3.0))

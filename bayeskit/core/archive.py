@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import secrets
+import stat
 import zipfile
 import zlib
 from pathlib import Path
@@ -19,6 +21,7 @@ FORMAT = "bayeskit"
 FORMAT_VERSION = 1
 HEADER = "bayeskit.json"
 ARRAY_KINDS = "biufcUS"  # numeric, bool and fixed-width string dtypes: no objects, no records
+_NPY_HEADERS = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
 
 
 def array_name(i: int) -> str:
@@ -30,18 +33,22 @@ def bad(source, where: str, problem: str) -> ValueError:
 
 
 def write(path: Path, header: bytes, blobs: list[bytes]) -> Path:
-    """Write the archive under a temporary name beside ``path``, then rename it over
-    ``path``: a reader never sees half a file, and a failure leaves none."""
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    """Write the archive under a temporary name beside ``path`` (beside the target of a
+    symbolic link), then rename it over that file: a reader never sees half a file, and
+    a failure leaves none. A file replaced keeps its permissions."""
+    target = path.resolve()
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
     try:
         with open(tmp, "xb") as f:
+            if target.exists():
+                os.fchmod(f.fileno(), stat.S_IMODE(target.stat().st_mode))
             with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
                 z.writestr(HEADER, header)
                 for i, blob in enumerate(blobs):
                     z.writestr(array_name(i), blob)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -63,9 +70,13 @@ def _check_table(source, table) -> list[tuple[str, list[int]]]:
 
 def _member(source, z: zipfile.ZipFile, name: str) -> bytes:
     try:
-        return z.read(name)
+        info = z.getinfo(name)
     except KeyError as e:
         raise bad(source, name, "missing") from e
+    if info.compress_type != zipfile.ZIP_STORED:
+        raise bad(source, name, "compressed, but a bayeskit file stores its members uncompressed")
+    try:
+        return z.read(info)
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as e:
         # RuntimeError, NotImplementedError: zipfile's "encrypted" and "unsupported feature"
         raise bad(source, name, f"cannot be read, the file is truncated or corrupted ({e})") from e
@@ -79,7 +90,7 @@ def _read_header(source, z: zipfile.ZipFile) -> dict:
         raise bad(source, "archive", "members appear twice")
     try:
         header = json.loads(_member(source, z, HEADER).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # ValueError: undecodable UTF-8, bad JSON, an integer too long
         raise bad(source, HEADER, f"not valid JSON ({e})") from e
     if type(header) is not dict or header.get("format") != FORMAT:
         raise bad(source, HEADER, "not a bayeskit header (no \"format\": \"bayeskit\")")
@@ -98,10 +109,24 @@ def _read_header(source, z: zipfile.ZipFile) -> dict:
     return header
 
 
+def _check_declared_size(raw: bytes) -> None:
+    """Raise ``ValueError`` if the shape and dtype that the header of the ``.npy`` ``raw``
+    declares need more bytes than follow it (NumPy would allocate them before reading)."""
+    stream = io.BytesIO(raw)
+    version = np.lib.format.read_magic(stream)
+    if version not in _NPY_HEADERS:
+        raise ValueError(f".npy format version {version} is not one bayeskit writes")
+    shape, _, dtype = _NPY_HEADERS[version](stream)
+    held = len(raw) - stream.tell()
+    if math.prod(shape) * dtype.itemsize > held:
+        raise ValueError(f"its header declares {dtype.str} {list(shape)}, more than the {held} bytes that follow")
+
+
 def _read_array(source, z: zipfile.ZipFile, i: int, dtype: str, shape: list[int]) -> np.ndarray:
     name = array_name(i)
     raw = _member(source, z, name)
     try:
+        _check_declared_size(raw)
         array = np.lib.format.read_array(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError, SyntaxError) as e:
         raise bad(source, name, f"not a readable .npy array ({e})") from e

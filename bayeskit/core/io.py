@@ -57,7 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskit.core.archive import ARRAY_KINDS, FORMAT, FORMAT_VERSION, bad, read, write
+from bayeskit.core.archive import ARRAY_KINDS, FORMAT, FORMAT_VERSION, array_name, bad, read, write
 
 KEY_IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
 _LITERALS = (type(None), bool, int, str)
@@ -154,7 +154,7 @@ class _Encoder:
 
     def _numpy(self, v, where):
         if v.dtype == object:
-            items = v.ravel().tolist()
+            items = [x.item() if isinstance(x, np.generic) else x for x in v.ravel().tolist()]  # np.str_("a") as "a"
             if not all(type(x) in _LITERALS or (type(x) is float and math.isfinite(x)) for x in items):
                 raise self.unsupported(where, v, "of dtype object holds values other than strings, numbers, "
                                                  "booleans and None")
@@ -320,14 +320,15 @@ class _Decoder:
         index = self.get(node, "index", int, where)
         cache = (index, lib, weak)
         if cache not in self._cache:  # one object per stored array, as when it was saved
-            self._cache[cache] = self._make_array(self.array(node, where), lib, weak, where)
+            self._cache[cache] = self._make_array(self.array(node, where), lib, weak, where, array_name(index))
         return self._cache[cache]
 
-    def _make_array(self, host: np.ndarray, lib: str, weak: bool, where: str):
+    def _make_array(self, host: np.ndarray, lib: str, weak: bool, where: str, member: str):
         if lib == "numpy":
             return host
-        if host.dtype.kind not in "biufc":
-            raise self.bad(where, f"a JAX array cannot have dtype {host.dtype}")
+        if host.dtype.kind not in "biufc" or not host.dtype.isnative:
+            raise self.bad(member, f"holds {host.dtype.str}, which the JAX array {where} cannot have (it needs a numeric "
+                                   "dtype in this machine's byte order)")
         if jax.dtypes.canonicalize_dtype(host.dtype) != host.dtype:
             raise ValueError(f"{self.source}: saved with 64-bit JAX arrays ({where} is {host.dtype}), which this "
                              f"session's JAX does not hold: enable them (jax.config.update('jax_enable_x64', True)) "
@@ -349,7 +350,10 @@ class _Decoder:
             raise self.bad(where, "an object array holds only strings, numbers, booleans and None")
         out = np.empty(len(items), dtype=object)
         out[:] = items
-        return out.reshape(shape)
+        try:
+            return out.reshape(shape)
+        except ValueError as e:  # more dimensions, or longer ones, than NumPy holds
+            raise self.bad(where, f"shape {shape} cannot be made ({e})") from e
 
     def _dtype(self, node, where):
         descr = self.get(node, "descr", str, where)
@@ -472,7 +476,8 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
     Parameters
     ----------
     path : str or Path
-        The file (``~`` expanded); its folder must exist. An existing file is replaced.
+        The file (``~`` expanded); its folder must exist. An existing file is replaced,
+        keeping its permissions; a symbolic link is followed, its target replaced.
     obj, hparams
         What to store.
     classes : mapping from stable name to class
@@ -485,8 +490,8 @@ def save(path, obj, hparams=None, *, classes: Mapping[str, type], version: str) 
     ------
     TypeError
         If some part of ``obj`` or ``hparams`` cannot be stored; nothing is written.
-    FileNotFoundError, IsADirectoryError
-        If ``path``'s folder does not exist, or ``path`` is a folder.
+    FileNotFoundError, NotADirectoryError, IsADirectoryError
+        If ``path``'s folder does not exist, is a file, or ``path`` is a folder.
     """
     path = _writable(path)
     encoder = _Encoder(classes)
@@ -507,6 +512,8 @@ def _writable(path) -> Path:
     path = Path(path).expanduser()
     if path.is_dir():
         raise IsADirectoryError(f"cannot save to {path}: it is a folder; give a file name such as {path / 'fit.bkz'}")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise NotADirectoryError(f"cannot save to {path}: {path.parent} is a file, not a folder")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot save to {path}: the folder {path.parent} does not exist")
     return path
@@ -518,6 +525,8 @@ def load(path, *, classes: Mapping[str, type]):
 
     Raises
     ------
+    FileNotFoundError
+        If there is no file ``path``.
     ValueError
         If the file is not a bayeskit file, is truncated or corrupted, or names a class
         that is not in ``classes``; the message names the file and the bad part.
