@@ -8,7 +8,10 @@ matplotlib is an optional dependency: it is imported inside the functions only.
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
+from bayeskit.core.validation import is_sparse
+from bayeskit.estimators.multilabel import BSMLClassifier
 from bayeskit.multilabel import bsml
 
 __all__ = ["plot_embedding", "plot_bsml_embedding", "plot_ard_relevance", "plot_outlier_map", "plot_tolerance_ellipse"]
@@ -133,16 +136,25 @@ def plot_embedding(Z, Y, *, coef=None, label_names=None, ax=None, title=None):
     return ax
 
 
-def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
+def _bsml_state(state) -> bsml.State:
+    """``state``, or the ``state_`` of a fitted :class:`~bayeskit.estimators.BSMLClassifier`."""
+    if isinstance(state, BSMLClassifier):
+        check_is_fitted(state, "state_")
+        return state.state_
+    return state
+
+
+def plot_bsml_embedding(state: bsml.State | BSMLClassifier, X, Y, label_names=None, ax=None):
     """Figure 6 (b): the BSML embedding ``<Q>'x`` of ``X`` with the learned boundaries.
 
     Parameters
     ----------
-    state : bayeskit.multilabel.bsml.State
-        A fitted state with ``n_components = 2`` (``result.state`` or
-        ``BSMLClassifier.state_``).
-    X : array of shape (n_samples, n_features)
+    state : bayeskit.multilabel.bsml.State or BSMLClassifier
+        A fitted state with ``n_components = 2`` (``result.state``), or a fitted
+        ``BSMLClassifier`` (its ``state_`` is plotted).
+    X : array or scipy.sparse matrix of shape (n_samples, n_features)
     Y : array of shape (n_samples, n_labels)
+        One column per label of the fit.
     label_names : sequence of str, optional
     ax : matplotlib Axes, optional
 
@@ -154,21 +166,30 @@ def plot_bsml_embedding(state: bsml.State, X, Y, label_names=None, ax=None):
     ------
     ValueError
         If the state's subspace dimension R is not 2, the state is batched, or X's width
-        is not the state's.
+        or Y's number of labels is not the state's.
+    sklearn.exceptions.NotFittedError
+        If ``state`` is a ``BSMLClassifier`` not yet fitted.
     """
+    state = _bsml_state(state)
     q = np.asarray(state.q_mean)
     if q.ndim != 2:
         raise ValueError(f"state must be a single fit (q_mean of shape (D, R)), got q_mean of shape {q.shape}.")
     if q.shape[1] != 2:
         raise ValueError(f"plot_bsml_embedding needs a 2-D subspace: R must be 2, got R = {q.shape[1]}.")
-    X = np.asarray(X)
+    X = X.toarray() if is_sparse(X) else np.asarray(X)
     if X.ndim != 2 or X.shape[1] != q.shape[0]:
         raise ValueError(f"X must have shape (n_samples, {q.shape[0]}) for a state fitted on {q.shape[0]} features, got {X.shape}.")
+    coef = np.asarray(state.classifier.coef_mean)
+    Y = np.asarray(Y)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if Y.ndim != 2 or Y.shape[1] != coef.shape[0]:
+        raise ValueError(f"Y must have {coef.shape[0]} labels, those of the fit: shape (n_samples, {coef.shape[0]}), got {Y.shape}.")
     Z = np.asarray(bsml.transform(state, X))
-    return plot_embedding(Z, Y, coef=np.asarray(state.classifier.coef_mean), label_names=label_names, ax=ax, title="BSML")
+    return plot_embedding(Z, Y, coef=coef, label_names=label_names, ax=ax, title="BSML")
 
 
-def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
+def plot_ard_relevance(state: bsml.State | BSMLClassifier, ax=None, *, threshold: float = 1e-3):
     """Bar chart (log scale) of ``E[q_s'q_s]`` per dimension of a BSML(+ARD) fit.
 
     Dimensions that survive (:func:`bayeskit.multilabel.bsml.active_components` with
@@ -176,7 +197,8 @@ def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
 
     Parameters
     ----------
-    state : bayeskit.multilabel.bsml.State
+    state : bayeskit.multilabel.bsml.State or BSMLClassifier
+        A fitted state, or a fitted ``BSMLClassifier`` (its ``state_`` is plotted).
     ax : matplotlib Axes, optional
     threshold : float
         Relative relevance below which a dimension counts as switched off.
@@ -190,7 +212,10 @@ def plot_ard_relevance(state: bsml.State, ax=None, *, threshold: float = 1e-3):
     ------
     ValueError
         If the state is batched (several restarts).
+    sklearn.exceptions.NotFittedError
+        If ``state`` is a ``BSMLClassifier`` not yet fitted.
     """
+    state = _bsml_state(state)
     q = np.asarray(state.q_mean)
     if q.ndim != 2:
         raise ValueError(f"state must be a single fit (q_mean of shape (D, R)), got q_mean of shape {q.shape}: "

@@ -135,6 +135,39 @@ def test_holdout_by_entries_leaks_mirrors_and_by_pairs_never():
         holdout_split(Y, mask, symmetric=True, unit="cells")
 
 
+def test_holdout_split_takes_masks_as_check_relations_does():
+    """A 0/1 mask of any number type (or nested lists) gives the boolean split of the
+    boolean mask; other values, and shapes that do not fit, are refused by name."""
+    from bayeskit.datasets import holdout_split
+
+    rng = np.random.default_rng(0)
+    Y = (rng.random((2, 12, 12)) < 0.4).astype(np.int8)
+    mask = rng.random((2, 12, 12)) < 0.8
+    expected = holdout_split(Y, mask, symmetric=False, seed=1)
+    for args in ((Y, mask.astype(np.int8)), (Y, mask.astype(float)), (Y.tolist(), mask.tolist())):
+        for a, b in zip(holdout_split(*args, symmetric=False, seed=1), expected):
+            assert a.dtype == bool
+            np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="mask must be boolean"):
+        holdout_split(Y, 2 * mask.astype(np.int8), symmetric=False)
+    with pytest.raises(ValueError, match=r"Y must be \(N, N\) or \(n_relations, N, N\)"):
+        holdout_split(np.zeros((3, 5)), np.ones((3, 5), bool), symmetric=False)
+    with pytest.raises(ValueError, match=r"mask must have Y's shape \(2, 12, 12\)"):
+        holdout_split(Y, mask[0], symmetric=False)
+
+
+def test_holdout_split_refuses_an_empty_test_or_training_set():
+    """``frac`` is each cell's chance of being held out, so a small relation can draw none
+    or all of its cells."""
+    from bayeskit.datasets import holdout_split
+
+    Y, mask = np.zeros((3, 3)), np.ones((3, 3), bool)
+    with pytest.raises(ValueError, match="empty test set"):
+        holdout_split(Y, mask, symmetric=False, frac=1e-9)
+    with pytest.raises(ValueError, match="empty training set"):
+        holdout_split(Y, mask, symmetric=False, frac=1 - 1e-9)
+
+
 def test_sinc_and_bump_generators():
     from bayeskit.datasets import bump_datasets, bumps, sinc, sinc_datasets
     from bayeskit.datasets.sparse import BUMP_H, BUMP_T
@@ -172,6 +205,39 @@ def test_variable_selection_designs():
     assert abs(np.std(y - X @ beta) - 1.0) < 0.02
 
 
+def test_sbmoe_inputs_of_the_wrong_width_are_refused_and_integers_become_floats():
+    import jax
+
+    from bayeskit.datasets import sbmoe_conditional_1d, sbmoe_features_2d
+
+    E = np.array([[1, 2], [3, 1]])
+    X = sbmoe_features_2d(E)
+    assert X.dtype == jax.numpy.result_type(float)
+    np.testing.assert_array_equal(X, sbmoe_features_2d(E.astype(X.dtype)))
+    assert sbmoe_conditional_1d(jax.random.key(0), E, 1).dtype == X.dtype
+    for bad in (E[:, :1], np.ones((2, 3))):
+        with pytest.raises(ValueError, match=r"E must have shape \(m, 2\)"):
+            sbmoe_features_2d(bad)
+
+
+def test_uci_bag_of_words_reads_empty_files_and_checks_the_stated_count(tmp_path):
+    import warnings
+
+    from bayeskit.datasets import read_uci_bag_of_words
+
+    path = tmp_path / "docword.txt"
+    path.write_text("2\n3\n2\n1 1 2\n2 3 7\n")
+    np.testing.assert_array_equal(read_uci_bag_of_words(path).toarray(), [[2, 0, 0], [0, 0, 7]])
+    path.write_text("2\n3\n0\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        X = read_uci_bag_of_words(path)
+    assert X.shape == (2, 3) and X.nnz == 0
+    path.write_text("2\n3\n5\n1 1 7\n")
+    with pytest.raises(ValueError, match="docword.txt states 5 entries .* 1"):
+        read_uci_bag_of_words(path)
+
+
 def test_rca_simulation_is_the_authors_generative_model():
     from bayeskit.datasets import load_rca_simulation
 
@@ -191,6 +257,15 @@ def test_sachs_conditions_and_ground_truth():
     assert A.sum() == 2 * len(SACHS_EDGES) == 28 and np.all(A == A.T) and not A.diagonal().any()
     with pytest.raises(ValueError, match="conditions"):
         load_sachs([0])
+
+
+def test_sachs_refuses_a_float_id_and_repeated_ids():
+    from bayeskit.datasets import load_sachs
+
+    with pytest.raises(ValueError, match="conditions must be integer ids"):
+        load_sachs(1.0)
+    with pytest.raises(ValueError, match=r"conditions repeat an id: \[1, 2, 1\]"):
+        load_sachs((1, 2, 1))
 
 
 def test_robpca_data_sets_match_their_readme():

@@ -214,6 +214,30 @@ def test_bsml_plots_refuse_a_batched_state_or_other_features(state, data):
         plotting.plot_ard_relevance(batched)
 
 
+def test_bsml_embedding_takes_sparse_X_and_a_fitted_estimator(state, data):
+    import scipy.sparse
+    from sklearn.exceptions import NotFittedError
+
+    from bayeskit.estimators import BSMLClassifier
+
+    X, Y = data
+    Z = np.asarray(bsml.transform(state, X))
+    ax = plotting.plot_bsml_embedding(state, scipy.sparse.csr_matrix(X), Y)
+    np.testing.assert_allclose(_offsets(ax, "label 0"), Z[Y[:, 0] == 1])
+    est = BSMLClassifier(2, max_iter=5, tol=0, random_state=0).fit(X, Y)
+    ax = plotting.plot_bsml_embedding(est, X, Y)
+    np.testing.assert_allclose(_offsets(ax, "label 0"), np.asarray(est.transform(X))[Y[:, 0] == 1])
+    assert len(plotting.plot_ard_relevance(est).patches) == 2
+    with pytest.raises(NotFittedError):
+        plotting.plot_bsml_embedding(BSMLClassifier(2), X, Y)
+
+
+def test_bsml_embedding_names_Y_and_its_label_count(state, data):
+    X, Y = data
+    with pytest.raises(ValueError, match=f"Y must have {L} labels"):
+        plotting.plot_bsml_embedding(state, X, Y[:, :2])
+
+
 def test_matplotlib_imported_lazily():
     code = "import sys, bayeskit.plotting; print('matplotlib' in sys.modules)"
     root = str(Path(__file__).resolve().parents[1])

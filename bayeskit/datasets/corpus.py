@@ -6,6 +6,8 @@ topics, as a scipy.sparse CSR count matrix; and a reader for the UCI bag-of-word
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse
 
@@ -20,9 +22,11 @@ def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: 
     over the vocabulary, belongs to one topic (uniformly) and adds Poisson(``topic_rate``)
     occurrences of each of that topic's words. The ``n_stop_words`` most frequent words are
     stop words and get no counts (text preprocessing removes them, as in the paper's
-    corpora). Topic words are drawn among the ranks ``n_stop_words`` .. 20 n_topics
-    topic_size of the law (or up to ``n_words``), so that they are also frequent background
-    words; ``n_words`` must leave room for the stop words and every topic's words."""
+    corpora). Word ids are the law's 0-based frequency ranks; topic words are drawn among
+    the ``20 n_topics topic_size`` ids that follow the stop words, ``n_stop_words`` to
+    ``n_stop_words + 20 n_topics topic_size - 1`` (or to ``n_words - 1``), so that they are
+    also frequent background words; ``n_words`` must leave room for the stop words and
+    every topic's words."""
     n_documents, n_words = check_int_in("n_documents", n_documents, 1), check_int_in("n_words", n_words, 1)
     n_topics, topic_size = check_int_in("n_topics", n_topics, 1), check_int_in("topic_size", topic_size, 1)
     background_length, n_stop_words = check_int_in("background_length", background_length, 0), check_int_in("n_stop_words", n_stop_words, 0)
@@ -52,9 +56,13 @@ def zipf_corpus(n_documents: int = 10_000, n_words: int = 100_000, *, n_topics: 
 
 
 def read_uci_bag_of_words(path) -> scipy.sparse.csr_matrix:
-    """A UCI bag-of-words file (three header lines D, W, NNZ, then "docID wordID count" lines,
-    1-based) as a (D, W) CSR count matrix."""
-    with open(path) as f:
-        D, W, _ = (int(f.readline()) for _ in range(3))
-        triples = np.loadtxt(f, dtype=np.int64, ndmin=2)
+    """A UCI bag-of-words file (three header lines D, W, NNZ, then NNZ lines "docID wordID
+    count", 1-based) as a (D, W) CSR count matrix; a ``ValueError`` if the file holds
+    another number of entry lines than NNZ."""
+    with open(path) as f, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "loadtxt: input contained no data", UserWarning)
+        D, W, nnz = (int(f.readline()) for _ in range(3))
+        triples = np.loadtxt(f, dtype=np.int64, ndmin=2, usecols=(0, 1, 2))
+    if len(triples) != nnz:
+        raise ValueError(f"{path} states {nnz} entries (its third line) but holds {len(triples)} entry lines.")
     return scipy.sparse.csr_matrix((triples[:, 2].astype(float), (triples[:, 0] - 1, triples[:, 1] - 1)), shape=(D, W))

@@ -47,20 +47,21 @@ def load_rca_simulation() -> dict[str, np.ndarray]:
 
 
 def load_sachs(conditions=(1, 2, 3)) -> np.ndarray:
-    """The raw intensities (n_cells, 11) of the given conditions (1-based ids, or one id),
-    stacked in file order.
+    """The raw intensities (n_cells, 11) of the given conditions (distinct 1-based ids, or
+    one id), stacked in file order.
 
     Examples
     --------
     >>> load_sachs().shape, load_sachs(range(1, 10)).shape
     ((2666, 11), (7466, 11))
     """
-    ids = np.asarray([conditions] if isinstance(conditions, (int, np.integer)) else list(conditions))  # one id alone is one condition
+    ids = np.asarray(list(conditions) if np.iterable(conditions) else [conditions])  # one id alone is one condition
     if ids.size == 0 or ids.dtype.kind not in "iu" or np.any((ids < 1) | (ids > 14)):
         raise ValueError(f"conditions must be integer ids in 1..14; got {ids.tolist()}.")
-    conditions = ids
+    if np.unique(ids).size < ids.size:
+        raise ValueError(f"conditions repeat an id: {ids.tolist()}; each condition's cells are returned once.")
     d = _load("sachs")
-    return d["X"][np.isin(d["condition"], conditions)]
+    return d["X"][np.isin(d["condition"], ids)]
 
 
 def sachs_adjacency() -> np.ndarray:

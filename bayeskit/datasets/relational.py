@@ -22,6 +22,8 @@ from importlib import resources
 
 import numpy as np
 
+from bayeskit.relational.data import _as_mask
+
 RELATIONAL_NAMES = ("kinship", "nations", "nips234")
 
 
@@ -45,9 +47,9 @@ def load_relational(name: str) -> dict[str, np.ndarray]:
     return out
 
 
-def holdout_split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2, unit: str | None = None):
-    """(train, test) masks: ``frac`` of the observed off-diagonal cells held out, drawn by
-    ``unit``:
+def holdout_split(Y, mask, symmetric: bool, seed: int | np.random.Generator = 0, frac: float = 0.2, unit: str | None = None):
+    """Training and test masks for link prediction: each observed off-diagonal cell is held
+    out with probability ``frac``, independently by ``unit``:
 
     - ``"pairs"`` (the default for a symmetric relation): unordered pairs {i, j}, both
       orientations together, so that no held-out link can be read from its mirror;
@@ -55,18 +57,57 @@ def holdout_split(Y, mask, symmetric: bool, seed: int = 0, frac: float = 0.2, un
       independently. On a symmetric relation this leaks: about 1 - frac of the held-out
       cells have their mirror in training (the papers do not say which unit they used; this
       one gives the leaky upper bound).
+
+    The test set thus holds about, not exactly, ``frac`` of the observed off-diagonal cells,
+    and a small relation can draw none of them or all of them. Such a split is refused
+    rather than returned: it would leave nothing to score, or nothing to fit.
+
+    Parameters
+    ----------
+    Y : array of shape (N, N) or (n_relations, N, N)
+        The relations; only their shape is read.
+    mask : array of Y's shape
+        True (or 1) where a cell is observed, as for
+        :func:`bayeskit.relational.data.check_relations`.
+    symmetric : bool
+        Whether the relations are undirected; sets the default ``unit``.
+    seed : int or numpy.random.Generator, default=0
+    frac : float in (0, 1), default=0.2
+        The probability that a cell (or, by ``"pairs"``, a pair) is held out.
+    unit : {"pairs", "entries"}, optional
+
+    Returns
+    -------
+    train, test : boolean arrays of Y's shape
+        Disjoint; neither holds a diagonal or an unobserved cell.
+
+    Raises
+    ------
+    ValueError
+        On a ``mask`` that is not boolean (or 0/1), shapes that do not fit, a ``unit`` or
+        ``frac`` out of range, or an empty test or training set.
     """
     unit = unit or ("pairs" if symmetric else "entries")
     if unit not in ("pairs", "entries"):
         raise ValueError(f"unit must be 'pairs' or 'entries'; got {unit!r}.")
     if not 0 < frac < 1:
         raise ValueError(f"frac must be in (0, 1); got {frac!r}.")
+    shape = np.shape(Y)
+    if len(shape) not in (2, 3) or shape[-1] != shape[-2]:
+        raise ValueError(f"Y must be (N, N) or (n_relations, N, N); got shape {shape}.")
+    mask = _as_mask(mask)
+    if mask.shape != shape:
+        raise ValueError(f"mask must have Y's shape {shape}; got {mask.shape}.")
     rng = np.random.default_rng(seed)
-    n = Y.shape[-1]
-    observed = mask & ~np.eye(n, dtype=bool)
-    draw = rng.random(Y.shape) < frac
+    observed = mask & ~np.eye(shape[-1], dtype=bool)
+    draw = rng.random(shape) < frac
     if unit == "pairs":
         upper = np.triu(draw, 1)
         draw = upper | np.swapaxes(upper, -1, -2)
     test = observed & draw
-    return observed & ~test, test
+    train = observed & ~test
+    for name, cells in (("test", test), ("training", train)):
+        if not cells.any():
+            raise ValueError(f"the split leaves an empty {name} set: each of the {int(observed.sum())} observed off-diagonal "
+                             f"cells was held out with probability frac = {frac}; use another frac or seed, or more data.")
+    return train, test

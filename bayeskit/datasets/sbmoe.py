@@ -97,8 +97,11 @@ def drawn_rows(n: int) -> int:
 
 
 def _inputs(X, width: int, name: str) -> Array:
-    """X as a JAX array of ``width`` columns, refused otherwise."""
+    """X as a JAX array of ``width`` columns, refused otherwise; integers (and booleans) as
+    JAX's default float."""
     X = jnp.asarray(X)
+    if X.dtype.kind in "biu":
+        X = X.astype(jnp.result_type(float))
     if X.ndim != 2 or X.shape[1] != width:
         raise ValueError(f"{name} must have shape (m, {width}), got {X.shape}.")
     return X
@@ -147,10 +150,13 @@ def _logpdf_1d(X: Array, Y: Array) -> Array:
     return jnp.logaddexp(part(0.0, 0.7), part(1.0, 0.3))
 
 
-@jax.jit
 def sbmoe_features_2d(E: Float[Array, "n 2"]) -> Float[Array, "n 32"]:
-    """The 32 inputs of the 2-D problem from the latent ``e``."""
-    E = jnp.asarray(E)
+    """The 32 inputs of the 2-D problem from the latent ``e`` (n, 2)."""
+    return _features_2d(_inputs(E, 2, "E"))
+
+
+@jax.jit
+def _features_2d(E: Array) -> Array:
     grid = 0.7 * jnp.arange(8, dtype=E.dtype)
     phi = jnp.exp(-0.5 * (grid - E[..., None]) ** 2 / 4) / math.sqrt(2 * math.pi * 4)  # (n, 2, 8)
     F = jnp.fft.fft(phi, axis=-1)

@@ -70,8 +70,9 @@ def by_relation(samples: dict, n_relations: int) -> dict:
 
 
 def check_relations(Y, mask=None, symmetric: bool = False):
-    """Y as (R, N, N) with values in {0, 1} on the observed cells, and the mask (default:
-    every cell except the diagonal), both symmetric for an undirected model; a
+    """Y as (R, N, N) int8 with values in {0, 1} on the observed cells (0 elsewhere: values
+    outside the mask are ignored), and the mask (default: every cell except the diagonal);
+    for an undirected model the mask, and Y on the observed cells, must be symmetric. A
     ``ValueError`` names what is wrong."""
     Y = np.asarray(Y)
     if Y.dtype.kind not in "biuf":
@@ -93,9 +94,10 @@ def check_relations(Y, mask=None, symmetric: bool = False):
     if bad.any():
         where = tuple(int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"Y must be 0 or 1 on observed cells; found {Y[where]!r} at (relation, row, col) {where}.")
-    if symmetric and not (np.array_equal(Y, np.swapaxes(Y, 1, 2)) and np.array_equal(mask, np.swapaxes(mask, 1, 2))):
-        raise ValueError("symmetric=True needs a symmetric Y and mask.")
-    return np.where(mask, Y, 0).astype(np.int8), mask
+    Y = np.where(mask, Y, 0).astype(np.int8)
+    if symmetric and not (np.array_equal(mask, np.swapaxes(mask, 1, 2)) and np.array_equal(Y, np.swapaxes(Y, 1, 2))):
+        raise ValueError("symmetric=True needs a symmetric mask and a Y symmetric on the observed cells.")
+    return Y, mask
 
 
 def _as_mask(mask) -> np.ndarray:

@@ -35,3 +35,37 @@ def test_masks_that_are_not_boolean_are_refused(mask, found):
 def test_relations_that_are_not_real_numbers_are_refused(Y):
     with pytest.raises(ValueError, match="Y must be a real numeric array"):
         check_relations(Y)
+
+
+def test_symmetric_relations_ignore_unobserved_cells():
+    """Cells outside the mask are ignored, so NaN or disagreeing orientations there do not
+    make a relation asymmetric; observed cells and the mask must still be symmetric."""
+    Y = _links()
+    Y = np.triu(Y, 1) + np.triu(Y, 1).T
+    mask = ~np.eye(6, dtype=bool)
+    mask[0, 1] = mask[1, 0] = False
+    Y_nan = Y.astype(float)
+    Y_nan[0, 1], Y_nan[1, 0] = np.nan, 1.0
+    checked, _ = check_relations(Y_nan, mask, symmetric=True)
+    np.testing.assert_array_equal(checked[0], np.where(mask, Y, 0))
+    Y_bad = Y.copy()
+    Y_bad[2, 3] = 1 - Y_bad[3, 2]
+    with pytest.raises(ValueError, match="symmetric"):
+        check_relations(Y_bad, mask, symmetric=True)
+    one_sided = mask.copy()
+    one_sided[2, 3] = False
+    with pytest.raises(ValueError, match="symmetric"):
+        check_relations(Y, one_sided, symmetric=True)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a few sweeps only
+def test_a_symmetric_estimator_fits_relations_with_unobserved_nan():
+    from bayeskit.estimators import MMSBLinkPredictor
+
+    Y = _links().astype(float)
+    Y = np.triu(Y, 1) + np.triu(Y, 1).T
+    mask = ~np.eye(6, dtype=bool)
+    mask[0, 1] = mask[1, 0] = False
+    Y[0, 1] = Y[1, 0] = np.nan
+    P = MMSBLinkPredictor(n_blocks=2, max_iter=3, n_init=1, symmetric=True, random_state=0).fit(Y, mask).predict_proba()
+    assert P.shape == (6, 6) and np.all(np.isfinite(P))
