@@ -27,9 +27,12 @@ Doshi-Velez & Ghahramani 2009, which gives the exact collapsed conditional):
   and p(z_ik = 0 | .) to (N - m_-ik) p(x_i | z_i);
 * the row's singletons are redrawn as a number of new features K_new with
   p(K_new) proportional to Poisson(K_new | alpha / N) p(x_i | z_i, K_new); a new
-  feature adds sigma_a^2 to the variance of every x_id. K_new runs over 0..``k_new_max``;
-  the probability of the values that do not fit in the free columns is accumulated in
-  ``lost_births`` (it should stay zero: if not, raise ``k_max``).
+  feature adds sigma_a^2 to the variance of every x_id. The shared features are flipped
+  first, each given the rest of the row (its singletons included), then the singletons
+  are dropped and K_new drawn given the shared part. K_new runs over 0..``k_new_max``
+  and the free columns; the probability of larger values (up to k_max + 1) is
+  accumulated in ``lost_births`` (it should stay zero: if not, raise ``k_new_max`` or
+  ``k_max``).
 
 After the sweep, A is drawn from its Gaussian conditional and sigma_a^2 | A (active
 rows), sigma_x^2 | X, Z, A and alpha | Z ~ Gamma(a + K+, b + H_N) from their conjugate
@@ -64,7 +67,8 @@ class Hyperparams(eqx.Module):
     k_max : int
         Columns of Z (static): the largest number of features a draw can hold.
     k_new_max : int
-        Largest number of new features proposed for one row in one sweep.
+        Largest number of new features one row takes in one sweep (the probability of
+        more is reported as ``lost_births``).
     alpha_prior : (shape, rate) of the Gamma prior on alpha.
     sigma_x_prior, sigma_a_prior : (shape, scale) of the inverse-Gamma priors on
         sigma_x^2 and sigma_a^2.
@@ -85,7 +89,7 @@ class Hyperparams(eqx.Module):
 class State(eqx.Module):
     """One state of the chain: Z (N, k_max), the hyperparameters, the key for the next
     sweep, the log joint log p(X, [Z], alpha, sigma_x, sigma_a) and the probability of
-    births lost to ``k_max`` in the last sweep."""
+    births lost to ``k_max`` or ``k_new_max`` in the last sweep."""
 
     Z: Float[Array, "n k"]
     alpha: Array
@@ -176,10 +180,10 @@ def _flip_log_odds(z, k, m_o, P, M, x, var_x, n):
             + _row_loglik(one, P, M, x, var_x) - _row_loglik(zero, P, M, x, var_x))
 
 
-def _birth_log_probs(z, P, M, x, var_x, alpha, sigma_a, n, k_new_max):
-    """Unnormalised log p(K_new = c | .), c = 0..k_new_max: Poisson(c | alpha / N) times
+def _birth_log_probs(z, P, M, x, var_x, alpha, sigma_a, n, largest):
+    """Unnormalised log p(K_new = c | .), c = 0..largest: Poisson(c | alpha / N) times
     the likelihood of x_i with c new features of its own (each adds sigma_a^2 of variance)."""
-    counts = jnp.arange(k_new_max + 1, dtype=z.dtype)
+    counts = jnp.arange(largest + 1, dtype=z.dtype)
     rate = alpha / n
     return (counts * jnp.log(rate) - rate - gammaln(counts + 1)
             + jax.vmap(lambda c: _row_loglik(z, P, M, x, var_x, c * sigma_a**2))(counts))
@@ -192,17 +196,16 @@ def _update_row(key, i, Z, G, H, X, alpha, sigma_x, sigma_a, hparams: Hyperparam
     m_o, G_o, H_o, P, M = _row_posterior(i, Z, G, H, X, sigma_x, sigma_a)
     k_flip, k_new = jax.random.split(key)
     shared = m_o > 0
-    z = Z[i] * shared  # singletons are redrawn by the birth step
 
-    def flip(k, z):
+    def flip(k, z):  # given the rest of the row, its singletons included
         p_one = jax.nn.sigmoid(_flip_log_odds(z, k, m_o, P, M, x, var_x, n))
         draw = jax.random.bernoulli(jax.random.fold_in(k_flip, k), p_one).astype(z.dtype)
         return jnp.where(shared[k], z.at[k].set(draw), z)
 
-    z = jax.lax.fori_loop(0, k_max, flip, z)
-    log_p = _birth_log_probs(z, P, M, x, var_x, alpha, sigma_a, n, hparams.k_new_max)
+    z = jax.lax.fori_loop(0, k_max, flip, Z[i]) * shared  # then the singletons are redrawn as K_new
+    log_p = _birth_log_probs(z, P, M, x, var_x, alpha, sigma_a, n, k_max + 1)
     free = ~shared
-    fits = jnp.arange(hparams.k_new_max + 1) <= free.sum()
+    fits = jnp.arange(k_max + 2) <= jnp.minimum(free.sum(), hparams.k_new_max)
     lost = jnp.sum(jnp.where(fits, 0.0, jax.nn.softmax(log_p)))
     n_new = jax.random.categorical(k_new, jnp.where(fits, log_p, -jnp.inf))
     z = z + (free & (jnp.cumsum(free) <= n_new)).astype(z.dtype)
@@ -316,7 +319,7 @@ def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *
 
     Returns the draws laid out (chain, draw, ...): ``Z`` (int8, N x k_max), ``alpha``,
     ``sigma_x``, ``sigma_a``, ``n_features`` (K+), ``log_joint`` and ``lost_births``
-    (probability of births that did not fit in ``k_max``; a warning is raised if any
+    (probability of births beyond ``k_new_max`` or the free columns of ``k_max``; a warning is raised if any
     draw has a noticeable one). ``progress`` shows a bar over the sweeps (off under the
     ``CI`` environment variable).
     """
@@ -326,8 +329,8 @@ def sample_posterior(key: PRNGKeyArray, X, hparams: Hyperparams | None = None, *
     samples = run_chains(CollapsedGibbs(hparams), key, X, num_warmup=num_warmup, num_samples=num_samples,
                          num_chains=num_chains, thinning=thinning, init_params=init_Z, progress=progress)
     if float(jnp.max(samples["lost_births"])) > 1e-3:
-        warn(f"k_max = {hparams.k_max} was too small: some rows had no free column for a likely new "
-             "feature (see 'lost_births'); raise k_max.", RuntimeWarning)
+        warn(f"k_max = {hparams.k_max} or k_new_max = {hparams.k_new_max} was too small: some rows could not take "
+             "as many new features as were likely (see 'lost_births'); raise them.", RuntimeWarning)
     return samples
 
 
