@@ -15,8 +15,10 @@ bound (each step maximises it exactly in its block, so it never decreases):
   (the paper's Eq. for phi_{p->q}), then phi_r likewise with the roles of g, h swapped;
 * gamma_pk = alpha + sum over p's observed cells of phi_s[., p, ., k] + phi_r[., ., p, k];
 * B_rgh = (n1 + a - 1) / (n + a + b - 2), with n1 and n the phi-weighted counts of ones
-  and cells: the maximum-likelihood M-step of the paper when a = b = 1, here with a
-  Beta(a, b) prior (``block_prior``) so that an empty block is not estimated at 0 or 1;
+  and cells: the MAP M-step under a Beta(a, b) prior (``block_prior``, a, b > 1). The
+  paper's maximum-likelihood M-step is its limit a = b = 1, which puts a block without
+  links at B = 0 and an empty block at 0 / 0, whose logarithms the next E-step cannot
+  take: a, b must exceed 1 (the default 1.1 stays near the paper's estimates);
 * alpha by Newton's method on log alpha (the empirical-Bayes M-step), kept only if it
   raises the bound.
 
@@ -222,8 +224,9 @@ def check_hparams(hparams: Hyperparams):
         return
     if not float(hparams.alpha) > 0:
         raise ValueError(f"alpha must be positive; got {hparams.alpha}.")
-    if not all(float(v) >= 1 for v in hparams.block_prior):
-        raise ValueError(f"block_prior must be two numbers >= 1 (a MAP estimate of B needs them); got {hparams.block_prior}.")
+    if not all(float(v) > 1 for v in hparams.block_prior):
+        raise ValueError(f"block_prior must be two numbers above 1 (at 1, a block without links or without cells has "
+                         f"B = 0 or 0 / 0, and its log is not finite); got {hparams.block_prior}.")
 
 
 @readable_failure

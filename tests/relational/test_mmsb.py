@@ -177,3 +177,8 @@ def test_errors():
         MMSBLinkPredictor().fit(Y, np.zeros_like(mask))
     with pytest.raises(ValueError, match="symmetric"):
         MMSBLinkPredictor(symmetric=True).fit(Y, mask)
+    # a = b = 1 (the paper's maximum-likelihood M-step) put a network without links at B = 0,
+    # and the fit ran to NaN with a status, not a message
+    for prior in ((1.0, 1.0), (1.0, 2.0), (0.5, 2.0)):
+        with pytest.raises(ValueError, match="block_prior must be two numbers above 1"):
+            mmsb.fit(jax.random.key(0), np.zeros((12, 12), int), None, mmsb.Hyperparams(n_blocks=3, block_prior=prior))
