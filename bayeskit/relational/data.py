@@ -45,7 +45,8 @@ class Data(eqx.Module):
 @partial(jax.jit, static_argnames="symmetric")
 def as_data(Y: Int8[Array, "r n n"], mask: Bool[Array, "r n n"], symmetric: bool, covariates: Covariates | None = None) -> Data:
     """Data from Y (values outside the mask ignored), the mask of training cells and the
-    covariates (default none); one compiled program."""
+    covariates (default none); one compiled program. A symmetric model keeps the pairs
+    i < j: each unordered pair once, and no self-links (the diagonal is not read)."""
     mask = jnp.asarray(mask, bool)
     n = mask.shape[-1]
     if symmetric:
@@ -119,7 +120,8 @@ def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
     """Covariates from a dict with any of ``pair`` ((N, N) or (P, N, N), the X_ij),
     ``sender`` ((N,) or (N, Dp), the X^p_i) and ``receiver`` ((N,) or (N, Dc), the X^c_j),
     or a :class:`Covariates`; finite values and N matching Y, else a ``ValueError``. An
-    undirected model takes no ``receiver`` (its sender terms serve both ends)."""
+    undirected model takes no ``receiver`` (its sender terms serve both ends) and only
+    symmetric ``pair`` covariates."""
     if covariates is None:
         return no_covariates(n)
     if isinstance(covariates, Covariates):
@@ -145,6 +147,9 @@ def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
                 raise ValueError(f"{kind} covariates must be (N,) or (N, D) with N = {n}; got shape {a.shape}.")
         if not np.all(np.isfinite(a)):
             raise ValueError(f"{kind} covariates contain {validation.where_nonfinite(a)}.")
+        if kind == "pair" and symmetric and not np.array_equal(a, np.swapaxes(a, 1, 2)):
+            raise ValueError("an undirected (symmetric) model needs symmetric pair covariates, X_ij = X_ji: it fits the "
+                             "pairs i < j and predicts both orientations.")
         out[kind] = a
     return Covariates(**out)
 

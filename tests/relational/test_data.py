@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayeskit.relational.data import check_relations
+from bayeskit.relational.data import check_covariates, check_relations
 
 
 def _links():
@@ -69,3 +69,14 @@ def test_a_symmetric_estimator_fits_relations_with_unobserved_nan():
     Y[0, 1] = Y[1, 0] = np.nan
     P = MMSBLinkPredictor(n_blocks=2, max_iter=3, n_init=1, symmetric=True, random_state=0).fit(Y, mask).predict_proba()
     assert P.shape == (6, 6) and np.all(np.isfinite(P))
+
+
+def test_an_undirected_model_refuses_asymmetric_pair_covariates():
+    """The fit reads X_ij for i < j and the prediction averages both orientations: an
+    asymmetric X_ij was taken without a word and the two disagreed."""
+    X = np.random.default_rng(0).normal(size=(6, 6))
+    with pytest.raises(ValueError, match="symmetric pair covariates"):
+        check_covariates({"pair": X}, 6, symmetric=True)
+    symmetric = check_covariates({"pair": X + X.T}, 6, symmetric=True)
+    np.testing.assert_array_equal(symmetric.pair[0], X + X.T)
+    assert check_covariates({"pair": X}, 6, symmetric=False).pair.shape == (1, 6, 6)
