@@ -128,7 +128,9 @@ class BSMLClassifier(_MultilabelMixin, ClassNamePrefixFeaturesOutMixin, Transfor
     n_components : int, default=2
         R, the dimension of the shared subspace.
     prior : {"entrywise", "ard"}, default="entrywise"
-        "ard" gives BSML+ARD, which switches off dimensions it does not need.
+        "ard" gives BSML+ARD, one precision per dimension of the subspace, which switches
+        off the dimensions it does not need under the paper's sparse Gamma prior
+        (``alpha_phi=1e-10, beta_phi=1e10``); with the defaults of 1 it keeps them all.
     max_iter : int, default=500
     tol : float, default=1e-6
         Relative tolerance on the lower bound; 0 runs all ``max_iter`` sweeps.

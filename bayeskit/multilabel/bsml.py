@@ -388,6 +388,10 @@ def check_inputs(X, Y, hparams: Hyperparams):
     Y = validation.check_labels(Y, X.shape[0], "Y", allow_missing=True)
     if not hparams.semisupervised and np.any(Y < 0):
         raise ValueError("Y has missing labels (-1); they need the semi-supervised model (semisupervised=True).")
+    unseen = np.flatnonzero(np.all(Y < 0, axis=0))
+    if unseen.size:
+        raise ValueError(f"label(s) {unseen.tolist()} of Y are missing (-1) in every row: with no observed value the model "
+                         "has nothing to learn them from (their imputed start made them negative everywhere); drop them.")
     return X, Y
 
 

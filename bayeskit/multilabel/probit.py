@@ -235,11 +235,12 @@ def classifier_elbo(
     log_z, shift = auxiliary_moments(cs.t_loc, Y, hparams, semisupervised)
     gap = cs.t_loc - scores
     elbo += jnp.sum(log_z - 0.5 * gap * gap - gap * shift)
-    # sum_i Var(b_o + w_o' f_i) = tr(S_o E[F'F]) + N tr(E[w_o w_o'] Sigma_f) for each o.
+    # sum_i Var(b_o + w_o' f_i) = tr(S_o E[F'F]) + N m_o' Sigma_f m_o for each o, m_o = E[w_o]:
+    # E[F'F] holds N Sigma_f already, and with it N tr(Cov(w_o) Sigma_f).
     var_sum = jnp.einsum("lij,ji->", cs.coef_cov, gram)
     if features_cov is not None:
-        ww = coef_second_moments(cs)[:, 1:, 1:]
-        var_sum += features_mean.shape[0] * jnp.einsum("lij,ji->", ww, features_cov)
+        w = cs.coef_mean[:, 1:]
+        var_sum += features_mean.shape[0] * jnp.einsum("li,ij,lj->", w, features_cov, w)
     return elbo - 0.5 * var_sum
 
 
