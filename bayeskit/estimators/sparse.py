@@ -34,7 +34,10 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
     relevance_vectors_ : the relevance vectors (kernels only)
     noise_std_ : estimated noise standard deviation
     n_iter_ : engine iterations (each ten basis moves and a noise update)
-    log_evidence_ : the log evidence after each iteration
+    log_evidence_ : the engine's objective after each iteration: the log evidence
+        log N(y | 0, C) for the RVM; for BLS and FLAP that minus the Laplace prior's
+        penalty at the iteration's lambda (rho / 2 sum gamma), which lambda's own update
+        can lower, so that trace need not rise
     state_, result_ : the engine's state and FitResult, in the units of X / x_scale_ and
         y / y_scale_
     x_scale_, y_scale_ : the robust scales divided out of X and y before the fit
@@ -142,13 +145,17 @@ class _SparseBayesRegressor(OneCallAtATime, RegressorMixin, BaseEstimator):
 
     def predict(self, X, return_std=False, *, chunk_size=None):
         """Predictive mean, and with ``return_std`` the predictive standard deviation
-        (noise included); the kernel rows of ``chunk_size`` inputs at a time."""
+        sqrt(phi' Sigma phi + noise_std_^2); the kernel rows of ``chunk_size`` inputs at a time."""
         check_is_fitted(self, "state_")
         X = validate(self, X, reset=False, dtype=[np.float64, np.float32]).astype(self.X_fit_.dtype, copy=False)
         X_unit = X / self.x_scale_  # divided on the host, before the cast
-        mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, chunk_size=chunk_size)
+        mean, var = sparse_bayes.predict_inputs(self.state_, X_unit, self._design, self._scale, noise=False,
+                                                chunk_size=chunk_size)
         mean = np.asarray(mean, np.float64) * self.y_scale_
-        return (mean, np.sqrt(np.asarray(var, np.float64)) * self.y_scale_) if return_std else mean
+        if not return_std:
+            return mean
+        noise = self.noise_std_ / self.y_scale_  # in the fit's units: y at 1e300 keeps its square finite
+        return mean, np.sqrt(np.asarray(var, np.float64) + noise * noise) * self.y_scale_
 
 
 class RVMRegressor(_SparseBayesRegressor):
@@ -179,7 +186,9 @@ class FLAPRegressor(_SparseBayesRegressor):
     exponential hyperprior on the weight variances, lambda re-estimated. With
     ``estimate_noise=False`` (their code) the noise stays at var(y) / 100 during the fit
     and ``noise_std_`` is their final re-estimate ||y - Phi mu||^2 / (N - sum_A (1 -
-    Sigma_mm / gamma_m)); with ``True`` (FLAP-sigma) it is re-estimated throughout."""
+    Sigma_mm / gamma_m)), which the predictive standard deviation takes (the fixed noise
+    made its intervals several times too narrow); with ``True`` (FLAP-sigma) it is
+    re-estimated throughout."""
 
     def __init__(self, kernel="rbf", *, estimate_noise=False, gamma=None, degree=3, coef0=1.0, fit_intercept=True,
                  max_basis=None, max_iter=200):
