@@ -22,7 +22,7 @@ from jaxtyping import Array, PyTree
 
 from bayeskit.core import progress as _progress
 from bayeskit.core.device import real_dtype
-from bayeskit.core.status import FitResult, Status, is_failure
+from bayeskit.core.status import FitResult, Status, all_finite, is_failure
 
 _RUNNING = -1
 _BATCHED: ContextVar[str | None] = ContextVar("bayeskit_batched", default=None)
@@ -93,12 +93,6 @@ def has_nan(tree: PyTree) -> Array:
     return jnp.any(jnp.stack(checks)) if checks else jnp.asarray(False)
 
 
-def _all_finite(tree: PyTree) -> Array:
-    """True when no floating leaf of ``tree`` holds NaN or inf."""
-    leaves = [leaf for leaf in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact)]
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves])) if leaves else jnp.asarray(True)
-
-
 def run(
     update: Callable[[PyTree], PyTree],
     objective: Callable[[PyTree], Array],
@@ -151,7 +145,7 @@ def run(
     dtype = jax.eval_shape(objective, state).dtype
     trace = jnp.full((max_iter,), jnp.nan, dtype)
     code = jnp.asarray(_RUNNING, jnp.int32)
-    inputs_finite = _all_finite(inputs)
+    inputs_finite = all_finite(*leaves) if (leaves := jax.tree.leaves(inputs)) else jnp.asarray(True)
 
     def cond(carry):
         i, _, _, _, code = carry

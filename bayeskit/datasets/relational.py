@@ -22,7 +22,7 @@ from importlib import resources
 
 import numpy as np
 
-from bayeskit.relational.data import _as_mask
+from bayeskit.relational.data import as_mask
 
 RELATIONAL_NAMES = ("kinship", "nations", "nips234")
 
@@ -95,7 +95,7 @@ def holdout_split(Y, mask, symmetric: bool, seed: int | np.random.Generator = 0,
     shape = np.shape(Y)
     if len(shape) not in (2, 3) or shape[-1] != shape[-2]:
         raise ValueError(f"Y must be (N, N) or (n_relations, N, N); got shape {shape}.")
-    mask = _as_mask(mask)
+    mask = as_mask(mask)
     if mask.shape != shape:
         raise ValueError(f"mask must have Y's shape {shape}; got {mask.shape}.")
     rng = np.random.default_rng(seed)

@@ -84,7 +84,7 @@ def check_relations(Y, mask=None, symmetric: bool = False):
         raise ValueError(f"Y must be (N, N) or (n_relations, N, N) with N >= 2; got shape {Y.shape}.")
     if mask is None:
         mask = np.broadcast_to(~np.eye(Y.shape[1], dtype=bool), Y.shape)
-    mask = _as_mask(mask)
+    mask = as_mask(mask)
     if mask.ndim == 2 and mask.shape == Y.shape[1:]:
         mask = np.broadcast_to(mask, Y.shape)
     if mask.shape != Y.shape:
@@ -101,7 +101,7 @@ def check_relations(Y, mask=None, symmetric: bool = False):
     return Y, mask
 
 
-def _as_mask(mask) -> np.ndarray:
+def as_mask(mask) -> np.ndarray:
     """A boolean mask, from booleans or numbers that are all 0 or 1: NaN, 0.5 or the string
     "False" would otherwise count as observed."""
     m = np.asarray(mask)
@@ -154,5 +154,5 @@ def check_covariates(covariates, n: int, symmetric: bool = False) -> Covariates:
     return Covariates(**out)
 
 
-__all__ = ["COVARIATE_KINDS", "Covariates", "Data", "as_data", "by_relation", "check_covariates", "check_relations",
+__all__ = ["COVARIATE_KINDS", "Covariates", "Data", "as_data", "as_mask", "by_relation", "check_covariates", "check_relations",
            "no_covariates", "per_relation"]
